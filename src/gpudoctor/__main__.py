@@ -1,0 +1,5 @@
+import sys
+
+from gpudoctor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,74 @@
+"""Finds and loads rule files: the built-in catalog, plus the user's own rule directories.
+
+Built-in rules live in the repository's top-level ``rules/`` folder, which the wheel ships as
+``gpudoctor/rules``. A user's rule that reuses a built-in code replaces it (so a team can tune the
+text or condition); codes are otherwise never reused — retired codes go in ``REDIRECTS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpudoctor.catalog.rulefile import Rule, RuleFileError, load_rule_file
+from gpudoctor.model import Source
+
+#: Retired or renamed codes → the code that now covers them.
+REDIRECTS: dict[str, str] = {}
+
+
+def builtin_rules_dir() -> Path:
+    """The packaged catalog, or the source tree's ``rules/`` in a development checkout."""
+    packaged = Path(__file__).resolve().parent.parent / "rules"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[3] / "rules"
+
+
+@dataclass
+class Catalog:
+    rules: dict[str, Rule] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(sorted(self.rules.values(), key=lambda r: r.code))
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def get(self, code_or_name: str) -> Rule | None:
+        key = code_or_name.strip()
+        key = REDIRECTS.get(key.upper(), key)
+        if key.upper() in self.rules:
+            return self.rules[key.upper()]
+        return next((r for r in self.rules.values() if r.name == key.lower()), None)
+
+    def for_source(self, source: Source) -> list[Rule]:
+        return [r for r in self if source in r.sources]
+
+    def select(self, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> Catalog:
+        """Keep rules whose code starts with a ``select`` prefix (all if empty), minus ``ignore``."""
+        sel, ign = [s.upper() for s in select], [s.upper() for s in ignore]
+        kept = {
+            code: rule for code, rule in self.rules.items()
+            if (not sel or any(code.startswith(s) or rule.name.upper() == s for s in sel))
+            and not any(code.startswith(i) or rule.name.upper() == i for i in ign)
+        }
+        return Catalog(kept)
+
+
+def load_catalog(extra_dirs: Iterable[Path] = ()) -> Catalog:
+    """Load the built-in rules and then each extra directory (later ones win on equal codes)."""
+    rules: dict[str, Rule] = {}
+    names: dict[str, str] = {}
+    for directory in (builtin_rules_dir(), *extra_dirs):
+        if not Path(directory).is_dir():
+            raise RuleFileError(f"{directory}: rule directory does not exist")
+        for path in sorted(Path(directory).glob("GD*.md")):
+            rule = load_rule_file(path)
+            other = names.get(rule.name)
+            if other is not None and other != rule.code:
+                raise RuleFileError(f"{path}: name {rule.name!r} is already used by {other}")
+            rules[rule.code] = rule
+            names[rule.name] = rule.code
+    return Catalog(rules)

@@ -1,0 +1,190 @@
+"""Reads one rule file: TOML front matter between ``+++`` lines, then the Markdown explanation.
+
+The format is documented in ``docs/rules-format.md``. Everything a view shows about a rule — the
+``rules`` listing, ``explain``, SARIF rule metadata, the dashboard's detail pane — comes from here.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudoctor.catalog.expr import Condition, ExpressionError, Template
+from gpudoctor.model import Fix, Severity, Source
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: The headings every rule explanation has, in this order (a meta-test checks them).
+HEADINGS = (
+    "What it detects",
+    "Why it is slow",
+    "Evidence",
+    "Fix",
+    "Known false positives",
+    "Options",
+    "References",
+)
+CODE_RE = re.compile(r"^GD\d{3}$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+_FENCE_RE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```", re.S | re.M)
+
+
+class RuleFileError(ValueError):
+    """A rule file that cannot be loaded; the message names the file."""
+
+
+@dataclass(frozen=True)
+class When:
+    """One way a rule can fire: for one source, over fact sets of one scope."""
+
+    source: Source
+    scope: str
+    condition: Condition
+    message: Template
+    severity: Severity | None = None
+    needs: str = ""  # said when no fact set of this scope exists
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    title: str
+    severity: Severity
+    family: str
+    whens: tuple[When, ...]
+    options: dict[str, Any]
+    sections: dict[str, str]
+    fix: Fix
+    evidence: tuple[str, ...] = ()
+    path: Path | None = None
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return tuple(dict.fromkeys(w.source for w in self.whens))
+
+    @property
+    def explanation(self) -> str:
+        return "\n\n".join(f"## {h}\n\n{self.sections.get(h, '').strip()}" for h in HEADINGS)
+
+    def summary(self) -> str:
+        """First paragraph of *What it detects*, one line."""
+        text = self.sections.get("What it detects", "").strip().split("\n\n")[0]
+        return " ".join(text.split())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "title": self.title,
+            "severity": self.severity.value,
+            "family": self.family,
+            "sources": [s.value for s in self.sources],
+            "options": dict(self.options),
+            "summary": self.summary(),
+            "explanation": {h: self.sections.get(h, "").strip() for h in HEADINGS},
+            "fix": self.fix.to_dict(),
+        }
+
+
+def parse_rule_text(text: str, origin: str = "<rule>", path: Path | None = None) -> Rule:
+    """Parse a rule file's text. Raises :class:`RuleFileError` naming ``origin``."""
+    try:
+        return _parse(text, path)
+    except (ExpressionError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
+        raise RuleFileError(f"{origin}: {exc}") from None
+
+
+def load_rule_file(path: Path) -> Rule:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFileError(f"{path}: cannot read rule file: {exc}") from None
+    return parse_rule_text(text, str(path), path)
+
+
+def _parse(text: str, path: Path | None) -> Rule:
+    if not text.startswith("+++"):
+        raise ValueError("a rule file starts with TOML front matter between '+++' lines")
+    end = text.find("\n+++", 3)
+    if end < 0:
+        raise ValueError("front matter is not closed with a '+++' line")
+    meta = tomllib.loads(text[3:end])
+    body = text[end + 4 :]
+    code, name = str(meta["code"]), str(meta["name"])
+    if not CODE_RE.match(code):
+        raise ValueError(f"code {code!r} must look like GD123")
+    if not NAME_RE.match(name):
+        raise ValueError(f"name {name!r} must be kebab-case and name the problem")
+    severity = Severity.parse(meta.get("severity", "warning"))
+    options = dict(meta.get("options", {}))
+    whens = tuple(_parse_when(w, options) for w in meta.get("when", []))
+    if not whens:
+        raise ValueError("a rule needs at least one [[when]] block")
+    sections = _split_sections(body)
+    return Rule(
+        code=code,
+        name=name,
+        title=str(meta["title"]),
+        severity=severity,
+        family=str(meta.get("family", "general")),
+        whens=whens,
+        options=options,
+        sections=sections,
+        fix=_parse_fix(sections.get("Fix", "")),
+        evidence=tuple(meta.get("evidence", ())),
+        path=path,
+        tags=tuple(meta.get("tags", ())),
+    )
+
+
+def _parse_when(raw: dict[str, Any], options: dict[str, Any]) -> When:
+    condition = Condition(str(raw["condition"]))
+    message = Template(str(raw["message"]))
+    sev = raw.get("severity")
+    return When(
+        source=Source(raw["source"]),
+        scope=str(raw["scope"]),
+        condition=condition,
+        message=message,
+        severity=Severity.parse(sev) if sev else None,
+        needs=str(raw.get("needs", "")),
+    )
+
+
+def _split_sections(body: str) -> dict[str, str]:
+    sections: dict[str, str] = {}
+    current: str | None = None
+    lines: list[str] = []
+    in_fence = False
+    for line in body.splitlines():
+        if line.startswith("```"):
+            in_fence = not in_fence
+        if not in_fence and line.startswith("## "):
+            if current is not None:
+                sections[current] = "\n".join(lines).strip()
+            current, lines = line[3:].strip(), []
+        elif current is not None:
+            lines.append(line)
+    if current is not None:
+        sections[current] = "\n".join(lines).strip()
+    return sections
+
+
+def _parse_fix(section: str) -> Fix:
+    blocks = _FENCE_RE.findall(section)
+    summary = _FENCE_RE.sub("", section)
+    summary = "\n".join(
+        line for line in summary.splitlines() if line.strip().rstrip(":").lower() not in ("before", "after")
+    ).strip()
+    before = blocks[0][1].rstrip() if len(blocks) > 0 else ""
+    after = blocks[1][1].rstrip() if len(blocks) > 1 else ""
+    language = (blocks[0][0] or "python") if blocks else "python"
+    return Fix(summary=" ".join(summary.split("\n\n")[0].split()), before=before, after=after, language=language)

@@ -1,0 +1,96 @@
+"""The ``gpudoctor`` command line: builds the parser, configures logging, maps errors to exit codes.
+
+This is the only module that configures logging. stdout carries data (reports, JSON, SARIF);
+diagnostics go to stderr. Every error a user can cause ends in one sentence and a distinct exit code
+(:mod:`gpudoctor.exitcodes`); a traceback only ever appears with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from gpudoctor import __version__
+from gpudoctor.exitcodes import ExitCode, UserError
+
+#: subcommand → (module under gpudoctor.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("demo", "start a bundled example job with a planted problem and open the dashboard on it"),
+    "attach": ("attach", "diagnose a running training process (dashboard, or a report with --once/--duration)"),
+    "run": ("run", "start a training command with the gpudoctor agent inside and diagnose it"),
+    "analyze": ("analyze", "diagnose torch.profiler (Kineto) trace files, one per rank"),
+    "check": ("check", "check training code, Dockerfiles, manifests and this machine before deploying"),
+    "compare": ("compare", "compare two recordings or trace sets: speedup, findings gone/new, verdict"),
+    "rules": ("rules_cmd", "list the diagnostic rules"),
+    "explain": ("explain", "explain one rule: what it detects, why it is slow, the fix"),
+}
+
+log = logging.getLogger("gpudoctor")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpudoctor",
+        description="Tells you why your PyTorch GPU training job is slow and exactly how to fix it.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more diagnostics on stderr")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        try:
+            module = importlib.import_module(f"gpudoctor.commands.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"gpudoctor.commands.{module_name}":
+                raise
+            continue
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(sp)
+        sp.set_defaults(_run=module.run)
+    return parser
+
+
+def _configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("gpudoctor: %(message)s"))
+    root = logging.getLogger("gpudoctor")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return int(ExitCode.USAGE)
+    try:
+        return int(args._run(args))
+    except UserError as exc:
+        print(f"gpudoctor: {exc}", file=sys.stderr)
+        return int(exc.code)
+    except KeyboardInterrupt:
+        print("gpudoctor: interrupted.", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        # stdout closed early (e.g. `| head`): not an error worth a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return int(ExitCode.OK)
+    except Exception as exc:  # a bug: one line, and the traceback only on request
+        if args.debug:
+            raise
+        print(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (run with --debug and report it).",
+              file=sys.stderr)
+        return int(ExitCode.INTERNAL)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Helpers shared by subcommands: catalog loading with config, output selection, exit status."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from gpudoctor.catalog import Catalog, load_catalog
+from gpudoctor.catalog.rulefile import RuleFileError
+from gpudoctor.config import Config, load_config
+from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.model import Severity
+from gpudoctor.report.model import Report
+
+
+def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
+    """--select/--ignore/--fail-on/--config/--rules-dir, shared by analyze, check and attach."""
+    parser.add_argument("--select", action="append", default=[], metavar="CODES",
+                        help="only these rule codes or prefixes (comma-separated, repeatable)")
+    parser.add_argument("--ignore", action="append", default=[], metavar="CODES",
+                        help="skip these rule codes or prefixes (comma-separated, repeatable)")
+    parser.add_argument("--fail-on", choices=[s.value for s in Severity], default=None,
+                        help="exit 1 when a finding at or above this severity exists (default: warning)")
+    parser.add_argument("--config", type=Path, default=None, help="config file (default: nearest "
+                        "gpudoctor.toml or pyproject.toml with [tool.gpudoctor])")
+    parser.add_argument("--rules-dir", action="append", type=Path, default=[],
+                        help="an extra directory of your own GD### rule files")
+
+
+def _split(values: list[str]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def prepare(args: argparse.Namespace) -> tuple[Config, Catalog]:
+    """Load the config and the catalog, applying --select/--ignore over the config's."""
+    config = load_config(getattr(args, "config", None))
+    try:
+        catalog = load_catalog([*config.rule_dirs, *getattr(args, "rules_dir", [])])
+    except RuleFileError as exc:
+        raise UserError(f"cannot load rules: {exc}", ExitCode.USAGE) from None
+    select = _split(getattr(args, "select", [])) or config.select
+    ignore = [*config.ignore, *_split(getattr(args, "ignore", []))]
+    return config, catalog.select(select, ignore)
+
+
+def fail_on(args: argparse.Namespace, config: Config) -> Severity:
+    return Severity.parse(getattr(args, "fail_on", None) or config.fail_on or "warning")
+
+
+def exit_status(report: Report, threshold: Severity) -> int:
+    return int(ExitCode.FINDINGS if report.count_at_or_above(threshold) else ExitCode.OK)
+
+
+def open_output(path: Path | None) -> TextIO:
+    if path is None:
+        return sys.stdout
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror}.", ExitCode.USAGE) from None

@@ -1,0 +1,26 @@
+"""Every exit status gpudoctor returns, in one place. Scripts and CI depend on these numbers."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0                    # nothing at or above --fail-on
+    FINDINGS = 1              # findings at or above --fail-on (or a regression in `compare`)
+    USAGE = 2                 # bad arguments, unreadable/corrupt/foreign input file
+    NO_SUCH_PROCESS = 3       # the PID does not exist (or exited)
+    NOT_PERMITTED = 4         # another user's process, ptrace refused
+    NOT_PYTHON = 5            # the PID is not a Python process
+    NO_GPU = 6                # a command that needs NVML/a GPU found none
+    TARGET_FAILED = 7         # `gpudoctor run`: the training command itself failed to start
+    INTERNAL = 70             # a bug in gpudoctor (with a one-line message and a hint to report it)
+    INTERRUPTED = 130         # Ctrl-C
+
+
+class UserError(Exception):
+    """An error the user caused: printed as one sentence, exits with ``code``, never a traceback."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
+        super().__init__(message)
+        self.code = code

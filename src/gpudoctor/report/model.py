@@ -1,0 +1,44 @@
+"""The one object every entrance hands to the renderers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudoctor.model import Finding, NotEvaluated, Severity, sort_findings
+
+
+@dataclass
+class MetricTable:
+    """A small table of numbers for the report (e.g. per-rank temporal breakdown).
+
+    ``rows`` are dicts with the same keys as ``columns``; column names carry units.
+    """
+
+    title: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    key: str = ""  # machine name for JSON, e.g. "ranks"
+
+
+@dataclass
+class Report:
+    """Findings plus the evidence tables behind them, from one entrance."""
+
+    command: str                      # analyze | check | attach
+    inputs: list[str]
+    findings: list[Finding] = field(default_factory=list)
+    not_evaluated: list[NotEvaluated] = field(default_factory=list)
+    tables: list[MetricTable] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)  # extra machine-readable sections (e.g. per-rank metrics)
+    elapsed_s: float | None = None
+
+    def __post_init__(self) -> None:
+        self.findings = sort_findings(self.findings)
+
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
+
+    def count_at_or_above(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity.rank >= severity.rank)
