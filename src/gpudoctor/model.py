@@ -16,10 +16,10 @@ import enum
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 #: What a fact's value may be. Lists hold plain values (e.g. graph-break reasons).
-FactValue = Union[int, float, str, bool, None, list, tuple]
+FactValue = int | float | str | bool | None | list | tuple
 
 
 class Source(str, enum.Enum):

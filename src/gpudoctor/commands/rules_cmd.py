@@ -1,0 +1,43 @@
+"""``gpudoctor rules``: list the catalog, optionally by source, as a table, JSON or Markdown docs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gpudoctor.commands.common import prepare
+from gpudoctor.model import Source
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", choices=[s.value for s in Source], help="only rules that can use this source")
+    parser.add_argument("--format", choices=["text", "json", "markdown"], default="text")
+    parser.add_argument("--select", action="append", default=[], help="codes or prefixes to list")
+    parser.add_argument("--ignore", action="append", default=[], help="codes or prefixes to leave out")
+    parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--rules-dir", action="append", default=[], help="an extra directory of rule files")
+
+
+def run(args: argparse.Namespace) -> int:
+    _, catalog = prepare(args)
+    rules = catalog.for_source(Source(args.source)) if args.source else list(catalog)
+    if args.format == "json":
+        json.dump({"rules": [r.to_dict() for r in rules]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.format == "markdown":
+        sys.stdout.write("| code | name | severity | sources | title |\n| --- | --- | --- | --- | --- |\n")
+        for r in rules:
+            srcs = ", ".join(s.value for s in r.sources)
+            sys.stdout.write(f"| {r.code} | `{r.name}` | {r.severity.value} | {srcs} | {r.title} |\n")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for col in ("code", "name", "severity", "sources", "title"):
+            table.add_column(col, overflow="fold")
+        for r in rules:
+            table.add_row(r.code, r.name, r.severity.value, ",".join(s.value for s in r.sources), r.title)
+        Console(highlight=False).print(table)
+    return 0

@@ -1,0 +1,187 @@
+"""Turns a :class:`Report` into terminal text, JSON or Markdown.
+
+The JSON shape is documented in docs/json-schema.md and is a stable interface (CI scripts read it).
+Renderers only format; they never compute metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+from gpudoctor import __version__
+from gpudoctor.model import Finding, Severity
+from gpudoctor.report.model import MetricTable, Report
+
+FORMATS = ("text", "json", "markdown")
+SCHEMA_VERSION = 1
+
+_SEVERITY_STYLE = {Severity.CRITICAL: "bold white on red", Severity.WARNING: "bold black on yellow",
+                   Severity.INFO: "bold white on blue"}
+
+
+def render(report: Report, fmt: str, stream: TextIO | None = None, color: bool | None = None) -> None:
+    """Write ``report`` to ``stream`` (stdout by default) in ``fmt`` (text | json | markdown)."""
+    out = stream or sys.stdout
+    if fmt == "json":
+        out.write(to_json(report) + "\n")
+    elif fmt == "markdown":
+        out.write(to_markdown(report))
+    elif fmt == "text":
+        _render_text(report, out, color)
+    else:
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def to_dict(report: Report) -> dict[str, Any]:
+    counts = {s.value: sum(1 for f in report.findings if f.severity == s) for s in Severity}
+    return {
+        "gpudoctor": __version__,
+        "schema": SCHEMA_VERSION,
+        "command": report.command,
+        "inputs": list(report.inputs),
+        "summary": {"findings": len(report.findings), **counts, "not_evaluated": len(report.not_evaluated)},
+        "findings": [f.to_dict() for f in report.findings],
+        "not_evaluated": [n.to_dict() for n in report.not_evaluated],
+        "tables": [{"title": t.title, "key": t.key, "columns": t.columns, "rows": t.rows} for t in report.tables],
+        "notes": list(report.notes),
+        "elapsed_s": report.elapsed_s,
+        **report.data,
+    }
+
+
+def to_json(report: Report) -> str:
+    return json.dumps(to_dict(report), indent=2, default=_json_default, allow_nan=False)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if hasattr(value, "value"):
+        return value.value
+    return str(value)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "–"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value[:5]) + (" …" if len(value) > 5 else "")
+    return "–" if value is None else str(value)
+
+
+def evidence_line(finding: Finding) -> str:
+    facts = [f"{e.name}={_fmt(e.value)}" for e in finding.evidence if not e.is_threshold]
+    limits = [f"{e.name}={_fmt(e.value)}" for e in finding.evidence if e.is_threshold]
+    text = ", ".join(facts)
+    if limits:
+        text += f" (thresholds: {', '.join(limits)})"
+    return text
+
+
+# ---------------------------------------------------------------- Markdown
+
+def to_markdown(report: Report) -> str:
+    lines = [f"# gpudoctor {report.command} report", ""]
+    if report.inputs:
+        lines += [f"Inputs: {', '.join(f'`{i}`' for i in report.inputs)}", ""]
+    lines += [_summary_sentence(report), ""]
+    for f in report.findings:
+        where = f" — {f.location.describe()}" if f.location.describe() else ""
+        lines += [f"## {f.severity.value.upper()} {f.code} {f.name}{where}", "", f"**{f.title}.** {f.message}", ""]
+        if f.evidence:
+            lines += [f"Evidence: {evidence_line(f)}", ""]
+        lines += [f"Fix: {f.fix.summary}", ""]
+        if f.fix.before:
+            lines += ["Before:", "", f"```{f.fix.language}", f.fix.before, "```", ""]
+        if f.fix.after:
+            lines += ["After:", "", f"```{f.fix.language}", f.fix.after, "```", ""]
+    for table in report.tables:
+        lines += [f"## {table.title}", "", _md_table(table), ""]
+    if report.not_evaluated:
+        lines += ["## Not evaluated", ""]
+        lines += [f"- {n.code} {n.name} ({n.source.value}): needs {n.needs}" for n in report.not_evaluated]
+        lines.append("")
+    if report.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in report.notes] + [""]
+    return "\n".join(lines)
+
+
+def _md_table(table: MetricTable) -> str:
+    head = "| " + " | ".join(table.columns) + " |"
+    sep = "| " + " | ".join("---" for _ in table.columns) + " |"
+    body = ["| " + " | ".join(_fmt(row.get(c)) for c in table.columns) + " |" for row in table.rows]
+    return "\n".join([head, sep, *body])
+
+
+def _summary_sentence(report: Report) -> str:
+    if not report.findings:
+        return "No problems found." + (f" {len(report.not_evaluated)} rules could not be evaluated."
+                                       if report.not_evaluated else "")
+    counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
+    parts = [f"{n} {s.value}" for s, n in sorted(counts.items(), key=lambda kv: -kv[0].rank) if n]
+    noun = "finding" if len(report.findings) == 1 else "findings"
+    return f"{len(report.findings)} {noun}: {', '.join(parts)}."
+
+
+# ---------------------------------------------------------------- terminal text (rich)
+
+def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
+    from rich.console import Console, Group
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+    from rich.table import Table
+    from rich.text import Text
+
+    is_tty = out.isatty() if hasattr(out, "isatty") else False
+    no_color = bool(os.environ.get("NO_COLOR")) or color is False
+    console = Console(file=out, width=None if is_tty else int(os.environ.get("COLUMNS", "80")), no_color=no_color,
+                      force_terminal=bool(color) or None, highlight=False, soft_wrap=False)
+    title = f"gpudoctor {report.command}"
+    if report.inputs:
+        shown = ", ".join(report.inputs[:3]) + (f" (+{len(report.inputs) - 3} more)" if len(report.inputs) > 3 else "")
+        title += f" · {shown}"
+    console.print(Text(title, style="bold"))
+    console.print(_summary_sentence(report))
+    console.print()
+    for f in report.findings:
+        head = Text()
+        head.append(f" {f.severity.value.upper()} ", style=_SEVERITY_STYLE[f.severity])
+        head.append(f" {f.code} {f.name}", style="bold")
+        if f.location.describe():
+            head.append(f"  {f.location.describe()}", style="dim")
+        parts: list[Any] = [Text(f"{f.title}. ", style="bold") + Text(f.message)]
+        if f.evidence:
+            parts.append(Text("Evidence: ", style="bold") + Text(evidence_line(f)))
+        parts.append(Text("Fix: ", style="bold green") + Text(f.fix.summary))
+        for label, code in (("before", f.fix.before), ("after", f.fix.after)):
+            if code:
+                parts.append(Text(label, style="dim"))
+                parts.append(Syntax(code, f.fix.language or "python", theme="ansi_dark", word_wrap=True,
+                                    background_color="default"))
+        console.print(Panel(Group(*parts), title=head, title_align="left", border_style="dim", expand=True))
+    for table in report.tables:
+        t = Table(title=table.title, title_justify="left", title_style="bold", header_style="bold", box=None,
+                  pad_edge=False)
+        for col in table.columns:
+            t.add_column(col, justify="left" if col in ("rank", "file", "name", "gpu", "metric") else "right",
+                         overflow="fold")
+        for row in table.rows:
+            t.add_row(*(_fmt(row.get(c)) for c in table.columns))
+        console.print(t)
+        console.print()
+    if report.not_evaluated:
+        console.print(Text("Not evaluated (evidence missing):", style="bold"))
+        for n in report.not_evaluated:
+            console.print(Text(f"  {n.code} {n.name} [{n.source.value}]: needs {n.needs}", style="dim"))
+        console.print()
+    for note in report.notes:
+        console.print(Text(f"note: {note}", style="dim"))
