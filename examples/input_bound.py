@@ -1,0 +1,69 @@
+"""Planted problem: the GPU waits for the input pipeline (expected finding: GD102 input-bound).
+
+Every sample costs real CPU time to "decode" (a busy loop standing in for JPEG decoding and
+augmentation), and the DataLoader runs that work in the training process itself
+(``num_workers=0``), with pageable memory and no prefetching. The GPU (or the CPU model) sits idle
+while the next batch is built.
+
+Fix (``--fix``): decode in worker processes (``num_workers``), keep them alive between epochs,
+prefetch, pin host memory and copy with ``non_blocking=True``::
+
+    DataLoader(ds, batch_size=64, num_workers=8, pin_memory=True,
+               persistent_workers=True, prefetch_factor=4)
+
+Used by ``gpudoctor demo`` (runs forever with ``--steps 0``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from _common import SmallConvNet, SyntheticImages, forever, make_parser, report, run_steps, setup
+from torch import nn
+
+
+def main() -> None:
+    parser = make_parser(__doc__.splitlines()[0])
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--cpu-ms-per-sample", type=float, default=None,
+                        help="CPU cost of building one sample (default: 1.0 on CUDA, 1.5 on CPU)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="DataLoader workers with --fix (default: min(8, cores - 1))")
+    args = parser.parse_args()
+    device = setup(args, "input_bound")
+    on_cuda = device.type == "cuda"
+    batch_size = args.batch_size or (64 if on_cuda else 32)
+    cpu_ms = args.cpu_ms_per_sample if args.cpu_ms_per_sample is not None else (1.0 if on_cuda else 1.5)
+    side = 64 if on_cuda else 32
+    dataset = SyntheticImages(length=batch_size * 50, shape=(3, side, side), classes=10, cpu_ms_per_sample=cpu_ms)
+
+    if args.fix:
+        workers = args.workers or max(1, min(8, (os.cpu_count() or 2) - 1))
+        loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True,
+                                             num_workers=workers, pin_memory=on_cuda,
+                                             persistent_workers=True, prefetch_factor=4)
+    else:
+        workers = 0
+        loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True)
+
+    model = SmallConvNet(width=32 if on_cuda else 16, blocks=3).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    batches = forever(loader)
+
+    def step(_: int) -> None:
+        images, labels = next(batches)
+        images = images.to(device, non_blocking=args.fix)
+        labels = labels.to(device, non_blocking=args.fix)
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(images), labels)
+        loss.backward()
+        optimizer.step()
+
+    result = run_steps(args, device, step)
+    report("input_bound", args, device, result, workers=workers, batch_size=batch_size)
+
+
+if __name__ == "__main__":
+    main()
