@@ -1,0 +1,163 @@
+"""The comparison itself: step-time change with its noise, findings gone and new, and a verdict.
+
+Why this exists: "users trust a doctor whose advice is shown to work" — after applying a fix, the
+user (or CI) needs one answer: faster, slower, or no change beyond the noise, and which of the
+diagnosed problems went away.
+
+What it must not do: format output (the report renderers do), or call a change real when the
+noise estimate says it may not be.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudoctor.compare.inputs import FindingKey, Side
+from gpudoctor.compare.stats import ChangeEstimate, estimate_change
+from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.report.model import MetricTable, Report
+
+IMPROVED = "improved"
+REGRESSED = "regressed"
+NO_CHANGE = "no significant change"
+#: A change counts as real when the Mann–Whitney p-value is below this and the CI excludes zero.
+ALPHA = 0.05
+
+
+@dataclass
+class Comparison:
+    """Everything ``compare`` concluded (the JSON ``compare`` section is this, flattened)."""
+
+    before: Side
+    after: Side
+    threshold_pct: float
+    estimate: ChangeEstimate
+    verdict: str
+    reason: str
+    gone: list[FindingKey] = field(default_factory=list)
+    new: list[FindingKey] = field(default_factory=list)
+    kept: list[FindingKey] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        """Before/after median step time: 2.0 means twice as fast."""
+        e = self.estimate
+        return e.before_median / e.after_median if e.after_median > 0 else math.nan
+
+    @property
+    def exit_code(self) -> int:
+        return int(ExitCode.FINDINGS if self.verdict == REGRESSED else ExitCode.OK)
+
+
+def _identity(key: FindingKey) -> tuple[str, str]:
+    return (key.code, key.where)
+
+
+def _diff_findings(before: list[FindingKey], after: list[FindingKey]
+                   ) -> tuple[list[FindingKey], list[FindingKey], list[FindingKey]]:
+    after_ids = {_identity(k) for k in after}
+    before_ids = {_identity(k) for k in before}
+    gone = [k for k in before if _identity(k) not in after_ids]
+    new = [k for k in after if _identity(k) not in before_ids]
+    kept = [k for k in after if _identity(k) in before_ids]
+    return gone, new, kept
+
+
+def _verdict(est: ChangeEstimate, threshold_pct: float) -> tuple[str, str]:
+    change = est.change_pct
+    direction = "slower" if change > 0 else "faster"
+    size = f"median step time {abs(change):.1f}% {direction}"
+    if est.p_value is None:
+        noise = "too few step samples for a noise estimate (need 3 per side), judged on the medians alone"
+        significant = True
+    else:
+        ci_excludes_zero = est.ci_low_pct is not None and est.ci_high_pct is not None and (
+            est.ci_low_pct > 0 or est.ci_high_pct < 0)
+        significant = est.p_value < ALPHA and ci_excludes_zero
+        noise = (f"95% CI {est.ci_low_pct:+.1f}% … {est.ci_high_pct:+.1f}%, Mann–Whitney p={est.p_value:.3g}")
+    if abs(change) <= threshold_pct:
+        return NO_CHANGE, f"{size}, within the ±{threshold_pct:g}% threshold ({noise})."
+    if not significant:
+        return NO_CHANGE, f"{size}, but not distinguishable from noise ({noise})."
+    if change > 0:
+        return REGRESSED, f"{size}: a regression beyond the {threshold_pct:g}% threshold ({noise})."
+    return IMPROVED, f"{size} ({noise})."
+
+
+def compare_sides(before: Side, after: Side, threshold_pct: float = 5.0) -> Comparison:
+    """Compare two sides; a side without step times is a user error (nothing to measure)."""
+    for side in (before, after):
+        if not side.step_ms:
+            raise UserError(f"{side.label} has no step times to compare (a recording needs a 'steps' "
+                            f"section; traces need ProfilerStep spans).", ExitCode.USAGE)
+    est = estimate_change(before.step_ms, after.step_ms)
+    verdict, reason = _verdict(est, threshold_pct)
+    gone, new, kept = _diff_findings(before.findings, after.findings)
+    return Comparison(before, after, threshold_pct, est, verdict, reason, gone, new, kept)
+
+
+def _side_row(name: str, side: Side, median_ms: float) -> dict[str, Any]:
+    steps_per_s = 1000.0 / median_ms if median_ms > 0 else None
+    samples_per_s = steps_per_s * side.samples_per_step if steps_per_s and side.samples_per_step else None
+    return {"run": name, "input": side.label, "steps": len(side.step_ms), "ranks": len(side.per_rank_step_ms),
+            "median_step_ms": round(median_ms, 3), "steps_per_s": steps_per_s, "samples_per_s": samples_per_s,
+            "findings": len(side.findings)}
+
+
+def to_dict(c: Comparison) -> dict[str, Any]:
+    """The machine-readable ``compare`` section of the JSON output."""
+    e = c.estimate
+
+    def keys(items: list[FindingKey]) -> list[dict[str, str]]:
+        return [{"code": k.code, "name": k.name, "where": k.where, "severity": k.severity} for k in items]
+
+    return {
+        "verdict": c.verdict,
+        "reason": c.reason,
+        "threshold_pct": c.threshold_pct,
+        "step_time_change_pct": e.change_pct,
+        "ci95_change_pct": [e.ci_low_pct, e.ci_high_pct] if e.ci_low_pct is not None else None,
+        "mann_whitney_p": e.p_value,
+        "speedup": c.speedup,
+        "before": _side_row("before", c.before, e.before_median),
+        "after": _side_row("after", c.after, e.after_median),
+        "findings_gone": keys(c.gone),
+        "findings_new": keys(c.new),
+        "findings_kept": keys(c.kept),
+    }
+
+
+def to_report(c: Comparison) -> Report:
+    """A :class:`Report` for the shared renderers: verdict and step-time tables, findings by status."""
+    e = c.estimate
+    verdict_table = MetricTable(
+        title=f"Verdict: {c.verdict.upper()}", key="verdict",
+        columns=["metric", "value"],
+        rows=[{"metric": "speedup (before/after median)", "value": f"{c.speedup:.3f}x"},
+              {"metric": "step time change", "value": f"{e.change_pct:+.1f}%"},
+              {"metric": "95% CI of change", "value": "–" if e.ci_low_pct is None
+               else f"{e.ci_low_pct:+.1f}% … {e.ci_high_pct:+.1f}%"},
+              {"metric": "Mann–Whitney p", "value": "–" if e.p_value is None else f"{e.p_value:.3g}"},
+              {"metric": "threshold", "value": f"±{c.threshold_pct:g}%"}])
+    step_table = MetricTable(title="Step time", key="step_time",
+                             columns=["run", "steps", "ranks", "median_step_ms", "steps_per_s", "samples_per_s",
+                                      "findings"],
+                             rows=[_side_row("before", c.before, e.before_median),
+                                   _side_row("after", c.after, e.after_median)])
+    rows = ([{"status": "gone", "code": k.code, "name": k.name, "where": k.where} for k in c.gone]
+            + [{"status": "new", "code": k.code, "name": k.name, "where": k.where} for k in c.new]
+            + [{"status": "still there", "code": k.code, "name": k.name, "where": k.where} for k in c.kept])
+    tables = [verdict_table, step_table]
+    if rows:
+        tables.append(MetricTable(title="Findings before → after", key="findings_diff",
+                                  columns=["status", "code", "name", "where"], rows=rows))
+    notes = [f"verdict: {c.verdict} — {c.reason}"]
+    if c.new:
+        notes.append(f"{len(c.new)} finding(s) appeared after the change: "
+                     + ", ".join(sorted({k.code for k in c.new})) + ".")
+    if c.gone:
+        notes.append(f"{len(c.gone)} finding(s) went away: " + ", ".join(sorted({k.code for k in c.gone})) + ".")
+    return Report(command="compare", inputs=[c.before.label, c.after.label], tables=tables, notes=notes,
+                  data={"compare": to_dict(c)})

@@ -1,0 +1,202 @@
+"""Reads one side of a comparison: a recording, a gpudoctor JSON report, or a set of traces.
+
+Why this exists: ``compare`` takes "before" and "after" in whatever form the user has — a live
+recording (docs/recording-format.md), the JSON of ``gpudoctor analyze``, or the raw Kineto traces
+themselves (analysed here through :func:`gpudoctor.commands.analyze.analyze_paths`) — and turns
+each into the same :class:`Side`: step-time samples and finding identities.
+
+What it must not do: parse Kineto traces itself (the trace package owns that), import torch, or
+raise anything but :class:`UserError` for a bad input.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudoctor.exitcodes import ExitCode, UserError
+
+#: Keys under which per-rank step-duration lists (milliseconds) may appear in a ``ranks`` row.
+STEP_LIST_KEYS = ("step_ms", "step_times_ms", "step_durations_ms")
+
+
+@dataclass(frozen=True)
+class FindingKey:
+    """What makes two findings "the same problem" across runs: rule and where (rank/path)."""
+
+    code: str
+    name: str
+    where: str
+    severity: str
+    title: str
+
+
+@dataclass
+class Side:
+    """One side of the comparison, reduced to what ``compare`` needs.
+
+    Attributes:
+        label: How the user named it (the path).
+        kind: ``recording`` | ``report`` | ``traces``.
+        step_ms: The job's step times (slowest rank per step when ranks align).
+        per_rank_step_ms: Step times by rank, as read.
+        samples_per_step: Batch size when the input says so (for samples/s).
+        findings: The findings of this side.
+        step_source: Where step times came from (agent, trace, …) or None.
+    """
+
+    label: str
+    kind: str
+    step_ms: list[float]
+    per_rank_step_ms: dict[int, list[float]] = field(default_factory=dict)
+    samples_per_step: float | None = None
+    findings: list[FindingKey] = field(default_factory=list)
+    step_source: str | None = None
+
+
+AnalyzeFn = Callable[[Sequence[Path]], Mapping[str, Any]]
+
+
+def _is_gpudoctor_json(path: Path) -> bool:
+    """A gpudoctor JSON starts with its ``"gpudoctor"`` version key; a Kineto trace does not."""
+    if path.suffix == ".gz" or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(512)
+    except OSError:
+        return False
+    return b'"gpudoctor"' in head
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}.", ExitCode.USAGE) from None
+    except (json.JSONDecodeError, UnicodeDecodeError, EOFError) as exc:
+        raise UserError(f"{path} is not valid JSON ({exc}); pass a gpudoctor recording, a report "
+                        f"or trace files.", ExitCode.USAGE) from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is JSON but not a gpudoctor report or recording.", ExitCode.USAGE)
+    return data
+
+
+def _floats(values: Any) -> list[float] | None:
+    if not isinstance(values, list) or not values:
+        return None
+    out: list[float] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v <= 0:
+            return None
+        out.append(float(v))
+    return out
+
+
+def _step_lists(data: Mapping[str, Any]) -> tuple[dict[int, list[float]], str | None, float | None]:
+    """Per-rank step times from a ``steps`` section or from ``ranks`` rows (see recording-format.md)."""
+    steps = data.get("steps")
+    per_rank: dict[int, list[float]] = {}
+    source: str | None = None
+    samples_per_step: float | None = None
+    if isinstance(steps, dict):
+        source = steps.get("source") if isinstance(steps.get("source"), str) else None
+        sps = steps.get("samples_per_step")
+        samples_per_step = float(sps) if isinstance(sps, (int, float)) and not isinstance(sps, bool) and sps > 0 \
+            else None
+        flat = _floats(steps.get("step_ms"))
+        if flat:
+            per_rank[0] = flat
+        for i, row in enumerate(steps.get("ranks") or []):
+            if isinstance(row, dict):
+                values = _floats(row.get("step_ms"))
+                rank = row.get("rank", i)
+                if values and isinstance(rank, int):
+                    per_rank[rank] = values
+    if not per_rank and isinstance(data.get("ranks"), list):
+        for i, row in enumerate(data["ranks"]):
+            if not isinstance(row, dict):
+                continue
+            for key in STEP_LIST_KEYS:
+                values = _floats(row.get(key))
+                if values:
+                    rank = row.get("rank", i)
+                    per_rank[rank if isinstance(rank, int) else i] = values
+                    source = source or "trace"
+                    break
+    return per_rank, source, samples_per_step
+
+
+def job_step_ms(per_rank: Mapping[int, Sequence[float]]) -> list[float]:
+    """The job's step times: per step the slowest rank when ranks align, else all samples pooled."""
+    lists = [list(v) for _, v in sorted(per_rank.items())]
+    if not lists:
+        return []
+    if len(lists) == 1:
+        return lists[0]
+    if len({len(v) for v in lists}) == 1:
+        return [max(values) for values in zip(*lists)]
+    return [x for v in lists for x in v]
+
+
+def _finding_keys(data: Mapping[str, Any]) -> list[FindingKey]:
+    keys = []
+    for f in data.get("findings") or []:
+        if isinstance(f, dict) and isinstance(f.get("code"), str):
+            keys.append(FindingKey(code=f["code"], name=str(f.get("name", "")), where=str(f.get("where") or ""),
+                                   severity=str(f.get("severity", "")), title=str(f.get("title", ""))))
+    return keys
+
+
+def side_from_dict(label: str, data: Mapping[str, Any], kind: str) -> Side:
+    """Build a :class:`Side` from a parsed gpudoctor JSON object (recording or report)."""
+    if "findings" not in data and "steps" not in data:
+        raise UserError(f"{label} is JSON but not a gpudoctor report or recording (no 'findings' or "
+                        f"'steps').", ExitCode.USAGE)
+    per_rank, source, samples_per_step = _step_lists(data)
+    return Side(label=label, kind=kind, step_ms=job_step_ms(per_rank), per_rank_step_ms=per_rank,
+                samples_per_step=samples_per_step, findings=_finding_keys(data), step_source=source)
+
+
+def _trace_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir()
+                       if p.is_file() and (p.name.endswith(".json") or p.name.endswith(".json.gz"))
+                       and not p.name.endswith(".result.json"))
+        if not files:
+            raise UserError(f"{path} holds no trace files (*.json, *.json.gz).", ExitCode.USAGE)
+        return files
+    return [path]
+
+
+def load_side(spec: str, analyze: AnalyzeFn | None = None) -> Side:
+    """Read one side. ``spec`` is a recording/report JSON, a trace file, a directory of traces, or
+    several trace files joined by commas (one per rank).
+
+    Args:
+        spec: What the user passed on the command line.
+        analyze: Turns trace files into a report dict (``analyze --format json`` shape); required
+            only when ``spec`` names traces.
+    """
+    paths = [Path(p) for p in spec.split(",") if p]
+    if not paths:
+        raise UserError("an empty path was given to compare.", ExitCode.USAGE)
+    for p in paths:
+        if not p.exists():
+            raise UserError(f"{p} does not exist.", ExitCode.USAGE)
+    if len(paths) == 1 and _is_gpudoctor_json(paths[0]):
+        data = _read_json(paths[0])
+        kind = "recording" if isinstance(data.get("steps"), dict) and data.get("command") in ("attach", "run") \
+            else "report"
+        return side_from_dict(spec, data, kind)
+    if analyze is None:
+        raise UserError(f"{spec} looks like trace files, but trace analysis is not available in this "
+                        f"install.", ExitCode.USAGE)
+    files = [f for p in paths for f in _trace_files(p)]
+    return side_from_dict(spec, analyze(files), "traces")
