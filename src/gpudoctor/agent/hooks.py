@@ -1,0 +1,312 @@
+"""The agent's hooks into the target's torch: step boundaries, DataLoader waits, compile counters.
+
+Runs inside the training process: standard library plus the target's own torch, which is never
+imported here — the hooks are installed only once the program has finished importing the torch
+module each one needs (checked from the socket thread's tick). Every hook body is wrapped so that
+it cannot raise into user code, is a no-op in forked children (DataLoader workers) and after
+detach, and costs a few µs. torch._dynamo internals are private API: when they change, the compile
+counters fall back to ``torch._dynamo.utils.counters`` (reasons without file:line).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+from time import perf_counter as _perf
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpudoctor.agent.runtime import Agent
+
+MAX_REASONS = 20
+
+
+def _loaded(name: str) -> Any:
+    """The module ``name`` if it is imported and finished initialising, else None."""
+    module = sys.modules.get(name)
+    if module is None:
+        return None
+    spec = getattr(module, "__spec__", None)
+    if spec is not None and getattr(spec, "_initializing", False):
+        return None
+    return module
+
+
+class TorchHooks:
+    """Installs and removes the agent's torch hooks; all state needed to undo them lives here."""
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent_ref = weakref.ref(agent)
+        self._pid = agent.pid
+        self._lock = threading.Lock()
+        self._active = True
+        self._optimizer_handle: Any = None
+        self._primary_optimizer: Any = None          # weakref to the optimizer that defines a step
+        self._dataloader_cls: Any = None
+        self._dataloader_orig: Any = None
+        self._dataloader_wrapper: Any = None
+        self._dynamo_patches: list[tuple[Any, str, Any, Any]] = []  # (owner, attr, original, wrapper)
+        self._autocast_handle: Any = None
+        self.dataloader_hooked = False
+        self.graph_break_reasons: dict[str, int] = {}
+        self.recompiles = 0
+        self.recompiles_hooked = False
+
+    # -- install / uninstall -----------------------------------------------------------------
+
+    def install_when_loaded(self) -> None:
+        if not self._active or "torch" not in sys.modules:
+            return
+        with self._lock:
+            try:
+                if self._optimizer_handle is None:
+                    self._hook_optimizer()
+                if self._dataloader_cls is None:
+                    self._hook_dataloader()
+                if not self._dynamo_patches:
+                    self._hook_dynamo()
+            except Exception:
+                pass
+
+    def _hook_optimizer(self) -> None:
+        optim = _loaded("torch.optim.optimizer")
+        if optim is None or not hasattr(optim, "register_optimizer_step_post_hook"):
+            return
+        self._optimizer_handle = optim.register_optimizer_step_post_hook(self._on_optimizer_step)
+
+    def _hook_dataloader(self) -> None:
+        dl = _loaded("torch.utils.data.dataloader")
+        cls = getattr(dl, "_BaseDataLoaderIter", None) if dl is not None else None
+        if cls is None:
+            return
+        original = cls.__next__
+        hooks_ref = weakref.ref(self)
+
+        def __next__(it: Any) -> Any:
+            start = _perf()
+            try:
+                return original(it)
+            finally:
+                hooks = hooks_ref()
+                if hooks is not None:
+                    hooks._add_data_wait(_perf() - start)
+
+        __next__.__gpudoctor_wrapper__ = True  # type: ignore[attr-defined]
+        cls.__next__ = __next__
+        self._dataloader_cls, self._dataloader_orig, self._dataloader_wrapper = cls, original, __next__
+        self.dataloader_hooked = True
+
+    def _hook_dynamo(self) -> None:
+        sc = _loaded("torch._dynamo.symbolic_convert")
+        cf = _loaded("torch._dynamo.convert_frame")
+        if sc is None or cf is None:
+            return
+        base = getattr(sc, "InstructionTranslatorBase", None)
+        if base is not None and hasattr(base, "log_graph_break"):
+            self._patch(base, "log_graph_break", self._wrap_log_graph_break(base.log_graph_break))
+        if hasattr(cf, "get_and_maybe_log_recompilation_reasons"):
+            self._patch(cf, "get_and_maybe_log_recompilation_reasons",
+                        self._wrap_recompile(cf.get_and_maybe_log_recompilation_reasons))
+            self.recompiles_hooked = True
+
+    def _patch(self, owner: Any, attr: str, wrapper: Any) -> None:
+        original = getattr(owner, attr)
+        setattr(owner, attr, wrapper)
+        self._dynamo_patches.append((owner, attr, original, wrapper))
+
+    def uninstall(self) -> None:
+        with self._lock:
+            self._active = False
+            if self._optimizer_handle is not None:
+                _quiet(self._optimizer_handle.remove)
+                self._optimizer_handle = None
+            if self._dataloader_cls is not None and self._dataloader_cls.__dict__.get("__next__") is self._dataloader_wrapper:
+                self._dataloader_cls.__next__ = self._dataloader_orig
+            self._dataloader_cls = None
+            for owner, attr, original, wrapper in reversed(self._dynamo_patches):
+                if owner.__dict__.get(attr) is wrapper:
+                    setattr(owner, attr, original)
+            self._dynamo_patches.clear()
+            self.disarm_autocast_probe()
+
+    # -- hook bodies (training thread) ------------------------------------------------------
+
+    def _live_agent(self) -> Agent | None:
+        if not self._active or os.getpid() != self._pid:
+            return None
+        return self._agent_ref()
+
+    def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            agent = self._live_agent()
+            if agent is None or agent.step_source == "explicit":
+                return
+            primary = self._primary_optimizer() if self._primary_optimizer is not None else None
+            if primary is None:
+                self._primary_optimizer = weakref.ref(optimizer)
+            elif primary is not optimizer:
+                return                                   # a second optimizer in the same step
+            agent.step_source = "optimizer"
+            agent.on_step(explicit=False)
+        except Exception:
+            pass
+
+    def _add_data_wait(self, seconds: float) -> None:
+        agent = self._live_agent()
+        if agent is not None:
+            agent.data_wait_acc_s += seconds
+
+    def _wrap_log_graph_break(self, original: Any) -> Any:
+        hooks_ref = weakref.ref(self)
+
+        def log_graph_break(tracer: Any, code_options: Any, reason: str, exc: Any) -> Any:
+            already = bool(getattr(exc, "logged", False))
+            result = original(tracer, code_options, reason, exc)
+            hooks = hooks_ref()
+            if hooks is not None and not already:
+                _quiet(hooks._record_graph_break, code_options, reason, exc)
+            return result
+
+        return log_graph_break
+
+    def _record_graph_break(self, code_options: Any, reason: str, exc: Any) -> None:
+        if self._live_agent() is None:
+            return
+        location = ""
+        stack = getattr(exc, "real_stack", None)
+        if not stack:
+            guards = sys.modules.get("torch._guards")
+            stack = guards.TracingContext.extract_stack() if guards is not None else None
+        if stack:
+            location = f"{stack[-1].filename}:{stack[-1].lineno}"
+        elif isinstance(code_options, dict) and "co_filename" in code_options:
+            location = f"{code_options['co_filename']}:{code_options.get('co_firstlineno', 0)}"
+        headline = str(reason).strip().splitlines()[0] if str(reason).strip() else "graph break"
+        key = f"{headline} at {location}" if location else headline
+        if key in self.graph_break_reasons or len(self.graph_break_reasons) < MAX_REASONS:
+            self.graph_break_reasons[key] = self.graph_break_reasons.get(key, 0) + 1
+
+    def _wrap_recompile(self, original: Any) -> Any:
+        hooks_ref = weakref.ref(self)
+
+        def get_and_maybe_log_recompilation_reasons(*args: Any, **kwargs: Any) -> Any:
+            hooks = hooks_ref()
+            if hooks is not None and hooks._live_agent() is not None:
+                hooks.recompiles += 1
+            return original(*args, **kwargs)
+
+        return get_and_maybe_log_recompilation_reasons
+
+    # -- periodic samples (training thread, every few steps) -------------------------------
+
+    def sample_settings_and_memory(self) -> None:
+        agent = self._live_agent()
+        torch = sys.modules.get("torch")
+        if agent is None or torch is None:
+            return
+        try:
+            agent.settings = {
+                "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+                "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+                "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+            }
+            if torch.cuda.is_initialized():
+                device = torch.cuda.current_device()
+                agent.cuda_device = device
+                agent.mem_points.append((agent.steps_total, int(torch.cuda.memory_allocated(device))))
+        except Exception:
+            pass
+
+    def arm_autocast_probe(self) -> None:
+        """For one step, look at the autocast state from inside the forward of the outermost module."""
+        torch = sys.modules.get("torch")
+        if torch is None or self._autocast_handle is not None or self._compiled_graphs():
+            return                 # global module hooks would make compiled code re-guard; skip then
+        try:
+            hooks_ref = weakref.ref(self)
+
+            def probe(module: Any, args: Any) -> None:
+                hooks = hooks_ref()
+                if hooks is not None:
+                    _quiet(hooks._probe_autocast)
+
+            self._autocast_handle = torch.nn.modules.module.register_module_forward_pre_hook(probe)
+        except Exception:
+            self._autocast_handle = None
+
+    def disarm_autocast_probe(self) -> None:
+        handle, self._autocast_handle = self._autocast_handle, None
+        if handle is not None:
+            _quiet(handle.remove)
+
+    def _probe_autocast(self) -> None:
+        agent = self._live_agent()
+        torch = sys.modules.get("torch")
+        if agent is None or torch is None:
+            return
+        device = "cuda" if torch.cuda.is_initialized() else "cpu"
+        enabled = bool(torch.is_autocast_enabled(device))
+        seen = {"autocast_enabled": enabled,
+                "autocast_dtype": str(torch.get_autocast_dtype(device)).replace("torch.", "") if enabled else None}
+        if enabled or not agent.autocast_seen.get("autocast_enabled"):
+            agent.autocast_seen = seen
+        self.disarm_autocast_probe()  # one look per armed step is enough
+
+    # -- socket thread -----------------------------------------------------------------------
+
+    def _compiled_graphs(self) -> int | None:
+        utils = sys.modules.get("torch._dynamo.utils")
+        counters = getattr(utils, "counters", None)
+        if counters is None:
+            return None
+        try:
+            return int(counters["stats"].get("unique_graphs", 0))
+        except Exception:
+            return None
+
+    def compile_counters(self) -> dict[str, Any]:
+        utils = sys.modules.get("torch._dynamo.utils")
+        counters = getattr(utils, "counters", None)
+        if counters is None:
+            return {}
+        try:
+            breaks = dict(counters.get("graph_break", {}))
+            reasons = dict(self.graph_break_reasons) or {
+                (str(k).strip().splitlines() or ["graph break"])[0]: int(v) for k, v in list(breaks.items())[:MAX_REASONS]}
+            return {
+                "graph_breaks": int(sum(breaks.values())),
+                "graph_break_reasons": sorted(reasons.items(), key=lambda kv: -kv[1]),
+                "recompiles": self.recompiles if self.recompiles_hooked else None,
+                "unique_graphs": self._compiled_graphs(),
+            }
+        except Exception:
+            return {}
+
+    def cuda_memory(self) -> dict[str, Any]:
+        agent = self._agent_ref()
+        torch = sys.modules.get("torch")
+        if agent is None or torch is None or agent.cuda_device is None:
+            return {}
+        try:
+            device = agent.cuda_device
+            st = torch.cuda.memory_stats(device)
+            mib = 1024.0 * 1024.0
+            return {
+                "cuda_mem_allocated_mib": st.get("allocated_bytes.all.current", 0) / mib,
+                "cuda_mem_reserved_mib": st.get("reserved_bytes.all.current", 0) / mib,
+                "cuda_mem_peak_mib": st.get("allocated_bytes.all.peak", 0) / mib,
+                "cuda_mem_total_mib": torch.cuda.get_device_properties(device).total_memory / mib,
+                "cuda_alloc_retries": int(st.get("num_alloc_retries", 0)),
+                "cuda_ooms": int(st.get("num_ooms", 0)),
+            }
+        except Exception:
+            return {}
+
+
+def _quiet(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        pass

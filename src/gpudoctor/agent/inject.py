@@ -1,0 +1,229 @@
+"""Starting the agent inside an already-running Python process, bounded in time.
+
+Python ≥ 3.14 targets: ``sys.remote_exec`` run by the target's own interpreter. Python 3.10–3.13:
+the ptrace injector ``hypno`` (optional extra ``gpudoctor[inject]``), run in a child process so a hung
+injection can be killed without hanging gpudoctor. Every failure a user can cause (no such PID,
+another user's process, not Python, ptrace refused, injector missing) comes back as one sentence
+and an :class:`~gpudoctor.exitcodes.ExitCode`; the target keeps running either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gpudoctor
+from gpudoctor.agent.client import AgentClient, find_agent, wait_for_agent
+from gpudoctor.agent.paths import process_uid
+from gpudoctor.exitcodes import ExitCode
+
+#: The directory that holds the ``gpudoctor`` package: put on the target's sys.path while importing.
+PACKAGE_PARENT = str(Path(gpudoctor.__file__).resolve().parent.parent)
+
+_SNIPPET = """\
+import sys as _gd_sys
+_gd_path = {path!r}
+_gd_added = _gd_path not in _gd_sys.path
+if _gd_added:
+    _gd_sys.path.insert(0, _gd_path)
+try:
+    from gpudoctor.agent import runtime as _gd_runtime
+    _gd_runtime.install("inject")
+except Exception as _gd_exc:
+    _gd_sys.stderr.write("gpudoctor: the agent did not start: %s: %s\\n" % (type(_gd_exc).__name__, _gd_exc))
+finally:
+    if _gd_added and _gd_path in _gd_sys.path:
+        _gd_sys.path.remove(_gd_path)
+    for _gd_name in ("_gd_path", "_gd_added", "_gd_runtime", "_gd_exc", "_gd_sys"):
+        globals().pop(_gd_name, None)
+"""
+
+
+@dataclass(frozen=True)
+class InjectResult:
+    """The outcome of :func:`inject`."""
+
+    ok: bool
+    reason: str = ""                    # one sentence: why not, and what to do
+    code: ExitCode = ExitCode.OK
+    client: AgentClient | None = None
+    method: str = ""                    # already-running | remote_exec | hypno
+    elapsed_ms: float = 0.0
+
+
+def injection_code() -> str:
+    """The Python source run inside the target: import the agent from gpudoctor's install and start it."""
+    return _SNIPPET.format(path=PACKAGE_PARENT)
+
+
+def python_version_of(pid: int) -> tuple[int, int] | None | bool:
+    """(major, minor) of the Python in ``pid``; None when it is Python of unknown version; False when not Python."""
+    names: list[str] = []
+    with contextlib.suppress(OSError):
+        names.append(os.path.basename(os.readlink(f"/proc/{pid}/exe")))
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as fh:
+        names.extend(line.rsplit("/", 1)[-1].strip() for line in fh if "python" in line)
+    for name in names:
+        match = re.match(r"(?:lib)?python(\d)\.(\d+)", name)
+        if match:
+            return int(match.group(1)), int(match.group(2))
+    if any(re.match(r"python\d?$", n) for n in names):
+        return None
+    return False
+
+
+def _process_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _ptrace_hint() -> str:
+    try:
+        scope = Path("/proc/sys/kernel/yama/ptrace_scope").read_text().strip()
+    except OSError:
+        scope = ""
+    if scope in ("1", "2"):
+        return (f"kernel.yama.ptrace_scope is {scope}; run gpudoctor as root, or set it to 0 "
+                "(sudo sysctl kernel.yama.ptrace_scope=0), or start the job with `gpudoctor run`")
+    if scope == "3":
+        return "kernel.yama.ptrace_scope is 3 (attach disabled); start the job with `gpudoctor run` instead"
+    return ("in a container, add CAP_SYS_PTRACE (docker run --cap-add=SYS_PTRACE), or start the job "
+            "with `gpudoctor run` instead")
+
+
+def _precheck(pid: int) -> InjectResult | None:
+    if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
+        return InjectResult(False, f"process {pid} does not exist (it may have exited).", ExitCode.NO_SUCH_PROCESS)
+    uid = process_uid(pid)
+    if uid is None:
+        return InjectResult(False, f"process {pid} does not exist (it may have exited).", ExitCode.NO_SUCH_PROCESS)
+    if os.geteuid() != 0 and uid != os.geteuid():
+        return InjectResult(False, f"process {pid} belongs to another user (uid {uid}); run gpudoctor as that "
+                                   "user or as root.", ExitCode.NOT_PERMITTED)
+    version = python_version_of(pid)
+    if version is False:
+        return InjectResult(False, f"process {pid} ({_process_name(pid)}) is not a Python process; point gpudoctor "
+                                   "at the Python training process.", ExitCode.NOT_PYTHON)
+    return None
+
+
+def _run_bounded(cmd: list[str], pid: int, timeout_s: float) -> tuple[int | None, str]:
+    """Run an injector; on timeout kill it and SIGCONT the target in case ptrace left it stopped."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL)
+        return proc.returncode, (proc.stderr or proc.stdout or "").strip()
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGCONT)
+        return None, "timed out"
+    except OSError as exc:
+        return 127, str(exc)
+
+
+def _inject_hypno(pid: int, timeout_s: float) -> tuple[int | None, str]:
+    try:
+        import hypno  # noqa: F401  (only to learn whether the optional extra is installed)
+    except ImportError:
+        return -1, "hypno missing"
+    runner = ("import sys, hypno\n"
+              "try:\n    hypno.inject_py(int(sys.argv[1]), sys.argv[2])\n"
+              "except Exception as exc:\n    print(f'{type(exc).__name__}: {exc}', file=sys.stderr); sys.exit(3)\n")
+    return _run_bounded([sys.executable, "-c", runner, str(pid), injection_code()], pid, timeout_s)
+
+
+def _inject_remote_exec(pid: int, timeout_s: float) -> tuple[int | None, str]:
+    """Python ≥ 3.14: the target's own interpreter runs ``sys.remote_exec`` with a private script."""
+    from gpudoctor.agent.paths import ensure_private_dir
+
+    exe = os.readlink(f"/proc/{pid}/exe")
+    script = ensure_private_dir() / f"inject-{pid}-{int(time.time() * 1000)}.py"
+    fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(injection_code())
+    try:
+        return _run_bounded([exe, "-c", "import sys; sys.remote_exec(int(sys.argv[1]), sys.argv[2])",
+                             str(pid), str(script)], pid, timeout_s)
+    finally:
+        # remote_exec reads the file when the target reaches a safe point: give it the time budget.
+        _unlink_later(script, timeout_s)
+
+
+def _unlink_later(path: Path, delay_s: float) -> None:
+    import threading
+
+    def _unlink() -> None:
+        time.sleep(delay_s)
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+    threading.Thread(target=_unlink, daemon=True).start()
+
+
+def _failure(pid: int, rc: int | None, text: str, timeout_s: float) -> InjectResult:
+    lowered = text.lower()
+    if rc == -1:
+        return InjectResult(False, "the agent cannot be injected: the optional injector is not installed; "
+                                   "run `pip install 'gpudoctor[inject]'` or start the job with `gpudoctor run`.",
+                            ExitCode.USAGE)
+    if not os.path.exists(f"/proc/{pid}"):
+        return InjectResult(False, f"process {pid} exited during injection.", ExitCode.NO_SUCH_PROCESS)
+    if "permission" in lowered or "not permitted" in lowered or "eperm" in lowered or "errno 1" in lowered:
+        return InjectResult(False, f"ptrace into process {pid} was refused; {_ptrace_hint()}.", ExitCode.NOT_PERMITTED)
+    if "remote debugging" in lowered or "python_disable_remote_debug" in lowered:
+        return InjectResult(False, f"process {pid} disabled remote debugging (PYTHON_DISABLE_REMOTE_DEBUG or -X "
+                                   "disable_remote_debug); start the job with `gpudoctor run`.", ExitCode.NOT_PERMITTED)
+    if rc is None:
+        return InjectResult(False, f"injecting into process {pid} did not finish within {timeout_s:.0f} s; the "
+                                   "process keeps running — start it with `gpudoctor run` instead.", ExitCode.INTERNAL)
+    first = text.splitlines()[-1] if text else f"exit status {rc}"
+    return InjectResult(False, f"injecting into process {pid} failed ({first[:160]}); the process keeps running — "
+                               "start it with `gpudoctor run` instead.", ExitCode.INTERNAL)
+
+
+def inject(pid: int, timeout_s: float = 10.0) -> InjectResult:
+    """Start the agent in ``pid`` (or find it already there) and connect to it. Never raises."""
+    started = time.monotonic()
+
+    def done(result: InjectResult, **changes: Any) -> InjectResult:
+        from dataclasses import replace
+
+        return replace(result, elapsed_ms=(time.monotonic() - started) * 1e3, **changes)
+
+    refusal = _precheck(pid)
+    if refusal is not None:
+        return done(refusal)
+    existing = find_agent(pid)
+    if existing is not None:
+        return done(InjectResult(True, client=existing, method="already-running"))
+    version = python_version_of(pid)
+    use_remote_exec = isinstance(version, tuple) and version >= (3, 14)
+    method = "remote_exec" if use_remote_exec else "hypno"
+    try:
+        runner = _inject_remote_exec if use_remote_exec else _inject_hypno
+        rc, text = runner(pid, timeout_s)
+    except OSError as exc:
+        rc, text = 127, str(exc)
+    if rc != 0:
+        return done(_failure(pid, rc, text, timeout_s), method=method)
+    remaining = max(0.5, timeout_s - (time.monotonic() - started))
+    client = wait_for_agent(pid, remaining)
+    if client is None:
+        if not os.path.exists(f"/proc/{pid}"):
+            return done(InjectResult(False, f"process {pid} exited during injection.", ExitCode.NO_SUCH_PROCESS),
+                        method=method)
+        return done(InjectResult(False, f"the agent did not answer within {timeout_s:.0f} s after injection into "
+                                        f"process {pid} (its main thread may be blocked outside Python); it keeps "
+                                        "running — try again, or start it with `gpudoctor run`.", ExitCode.INTERNAL),
+                    method=method)
+    return done(InjectResult(True, client=client, method=method))

@@ -1,0 +1,255 @@
+"""The in-process agent: step hooks, cheap per-step measurements, and the socket that serves them.
+
+Runs *inside the training process* (started by ``gpudoctor run``'s sitecustomize, by injection, or
+by ``gpudoctor.install_agent()``), so it imports only the standard library and — lazily, once the
+program has imported it — the target's own torch. Every hook is wrapped so that nothing can raise
+into user code, and every hook is a no-op in a forked child (DataLoader workers) or after detach.
+What it must not do: import gpudoctor's client side, rich/textual, or anything from the network.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from gpudoctor.agent import hooks
+from gpudoctor.agent.paths import ensure_private_dir, socket_name
+from gpudoctor.agent.profiling import MAX_STEPS, ProfileWindow
+from gpudoctor.agent.server import AgentServer
+
+PROTOCOL_VERSION = 1
+STEP_HISTORY = 1024
+SAMPLE_EVERY_STEPS = 10
+AUTOCAST_SAMPLE_EVERY_STEPS = 50
+
+_lock = threading.Lock()
+_agent: Agent | None = None
+_fork_hook_registered = False
+_in_forked_child = False
+
+
+class Agent:
+    """All of one process's agent state. Hot-path fields are plain attributes (a few µs per step)."""
+
+    def __init__(self, source: str, directory: Path) -> None:
+        self.pid = os.getpid()
+        self.source = source
+        self.started_at = time.time()
+        self.directory = directory
+        self.steps: deque[tuple[float, float, float]] = deque(maxlen=STEP_HISTORY)  # (t_end, dt_s, wait_s)
+        self.steps_total = 0
+        self.last_step_t = 0.0
+        self.data_wait_acc_s = 0.0
+        self.step_source = "none"          # optimizer | explicit | none
+        self.settings: dict[str, Any] = {}
+        self.autocast_seen: dict[str, Any] = {}
+        self.mem_points: deque[tuple[int, int]] = deque(maxlen=256)  # (step, allocated bytes)
+        self.cuda_device: int | None = None
+        self.profile = ProfileWindow(directory)
+        self.torch_hooks = hooks.TorchHooks(self)
+        self.server = AgentServer(directory / socket_name(self.pid), self.handle, self.tick)
+
+    # -- training thread (hot path) ----------------------------------------------------------
+
+    def on_step(self, explicit: bool) -> None:
+        if explicit:
+            self.step_source = "explicit"
+        t = time.perf_counter()
+        if self.last_step_t:
+            self.steps.append((t, t - self.last_step_t, self.data_wait_acc_s))
+        self.last_step_t = t
+        self.data_wait_acc_s = 0.0
+        self.steps_total += 1
+        if self.steps_total % SAMPLE_EVERY_STEPS == 0:
+            self.torch_hooks.sample_settings_and_memory()
+        if self.steps_total % AUTOCAST_SAMPLE_EVERY_STEPS == 1:
+            self.torch_hooks.arm_autocast_probe()
+        elif self.steps_total % AUTOCAST_SAMPLE_EVERY_STEPS == 2:
+            self.torch_hooks.disarm_autocast_probe()
+        if self.profile.status in ("armed", "recording"):
+            self.profile.on_step()
+
+    # -- socket thread ---------------------------------------------------------------------
+
+    def tick(self) -> None:
+        self.torch_hooks.install_when_loaded()
+        self.profile.tick()
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "hello":
+            return {"ok": True, **self.hello()}
+        if op == "stats":
+            window_s = _number(request.get("window_s"), 10.0, 0.5, 3600.0)
+            return {"ok": True, **self.stats(window_s)}
+        if op == "profile":
+            steps = int(_number(request.get("steps"), 3, 1, MAX_STEPS))
+            timeout_s = _number(request.get("timeout_s"), 120.0, 1.0, 3600.0)
+            refusal = self.profile.request(steps, timeout_s)
+            if refusal:
+                return {"ok": False, "error": refusal, **self.profile.snapshot()}
+            return {"ok": True, **self.profile.snapshot()}
+        if op == "profile_status":
+            return {"ok": True, **self.profile.snapshot()}
+        if op == "detach":
+            threading.Thread(target=detach, name="gpudoctor-agent-detach", daemon=True).start()
+            return {"ok": True}
+        return {"ok": False, "error": f"unknown request {str(op)[:40]!r}."}
+
+    def hello(self) -> dict[str, Any]:
+        torch = sys.modules.get("torch")
+        return {
+            "protocol": PROTOCOL_VERSION, "pid": self.pid, "python": sys.version.split()[0],
+            "torch": getattr(torch, "__version__", None) if torch else None,
+            "source": self.source, "step_source": self.step_source, "started_at": self.started_at,
+            "rank": _env_int("RANK"), "local_rank": _env_int("LOCAL_RANK"), "world_size": _env_int("WORLD_SIZE"),
+        }
+
+    def stats(self, window_s: float) -> dict[str, Any]:
+        now = time.perf_counter()
+        history = list(self.steps)
+        recent = [s for s in history if s[0] >= now - window_s]
+        if len(recent) < 3:
+            recent = history[-8:]
+        out: dict[str, Any] = {"timestamp": time.time(), "steps_total": self.steps_total,
+                               "window_steps": len(recent), "step_source": self.step_source,
+                               "recent_step_times_ms": [round(s[1] * 1e3, 3) for s in history[-64:]]}
+        if recent:
+            times = sorted(s[1] for s in recent)
+            waits = sorted(s[2] for s in recent)
+            total = sum(times)
+            out["step_time_p50_ms"] = _quantile(times, 0.5) * 1e3
+            out["step_time_p90_ms"] = _quantile(times, 0.9) * 1e3
+            out["steps_per_s"] = len(recent) / total if total > 0 else None
+            out["data_wait_pct"] = 100.0 * sum(waits) / total if total > 0 else None
+            out["data_wait_p50_ms"] = _quantile(waits, 0.5) * 1e3 if self.torch_hooks.dataloader_hooked else None
+            if not self.torch_hooks.dataloader_hooked:
+                out["data_wait_pct"] = None
+        out.update(self.settings)
+        out.update(self.autocast_seen)
+        out.update(self.torch_hooks.compile_counters())
+        out.update(self.torch_hooks.cuda_memory())
+        out["mem_allocated_trend_mib_per_100_steps"] = _trend_mib_per_100_steps(list(self.mem_points))
+        return out
+
+
+def _number(value: Any, default: float, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    return float(min(max(value, low), high))
+
+
+def _env_int(name: str) -> int | None:
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def _trend_mib_per_100_steps(points: list[tuple[int, int]]) -> float | None:
+    """Least-squares slope of allocated memory over steps, or None with too few points."""
+    if len(points) < 5 or points[-1][0] - points[0][0] < 20:
+        return None
+    n = len(points)
+    mean_x = sum(p[0] for p in points) / n
+    mean_y = sum(p[1] for p in points) / n
+    var_x = sum((p[0] - mean_x) ** 2 for p in points)
+    if var_x == 0:
+        return None
+    cov = sum((p[0] - mean_x) * (p[1] - mean_y) for p in points)
+    return cov / var_x * 100 / (1024 * 1024)
+
+
+def _is_worker_process() -> bool:
+    """DataLoader/multiprocessing children and torch.compile workers never get an agent."""
+    if _in_forked_child:
+        return True
+    argv = " ".join(getattr(sys, "orig_argv", sys.argv))
+    if "--multiprocessing-fork" in argv or "compile_worker" in argv:
+        return True
+    if "multiprocessing.process" in sys.modules:
+        import multiprocessing
+        if multiprocessing.parent_process() is not None:
+            return True
+    return False
+
+
+def _after_fork_in_child() -> None:
+    global _agent, _in_forked_child
+    _in_forked_child = True
+    agent, _agent = _agent, None
+    if agent is not None:
+        agent.server.close_in_child()
+
+
+def install(source: str = "import") -> str | None:
+    """Start the agent in this process; returns the socket path, or None when it must not run here.
+
+    Idempotent. Refuses (None) in DataLoader workers and other multiprocessing children.
+    """
+    global _agent, _fork_hook_registered
+    with _lock:
+        if _agent is not None:
+            return str(_agent.server.path)
+        if _is_worker_process():
+            return None
+        agent = Agent(source, ensure_private_dir())
+        agent.server.start()
+        _agent = agent
+        if not _fork_hook_registered:
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            atexit.register(_at_exit)
+            _fork_hook_registered = True
+    agent.torch_hooks.install_when_loaded()
+    return str(agent.server.path)
+
+
+def mark_step() -> None:
+    """An explicit step boundary (``gpudoctor.step()``). Never raises."""
+    agent = _agent
+    if agent is None or agent.pid != os.getpid():
+        return
+    try:
+        agent.on_step(explicit=True)
+    except Exception:
+        pass
+
+
+def current() -> Agent | None:
+    """The running agent of this process, if any (for tests and the explicit API)."""
+    return _agent
+
+
+def detach() -> None:
+    """Remove every hook and thread and the socket; the program carries on as before."""
+    global _agent
+    with _lock:
+        agent, _agent = _agent, None
+    if agent is None or agent.pid != os.getpid():
+        return
+    try:
+        agent.profile.abort("detach")
+        agent.torch_hooks.uninstall()
+    finally:
+        agent.server.stop()
+
+
+def _at_exit() -> None:
+    agent = _agent
+    if agent is None or agent.pid != os.getpid():
+        return
+    try:
+        agent.profile.abort("the program exited")
+    finally:
+        detach()
