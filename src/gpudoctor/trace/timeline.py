@@ -1,0 +1,141 @@
+"""Interval arithmetic on GPU timelines, with Holistic Trace Analysis' definitions.
+
+Why this exists: idle / compute / non-compute time and comm/compute overlap must agree with HTA 0.5.0
+(within 0.5 points on its own test traces), so the event selection (HTA drops GPU work launched from
+the last ``ProfilerStep``), the nanosecond rounding and the interval merge are reproduced here
+exactly, in plain Python over sorted lists instead of pandas.
+
+What it must not do: classify kernels by name (that is :mod:`.kernels`) or know about rules.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gpudoctor.trace.reader import K_PYTHON, EventTable
+
+_PROFILER_STEP = "ProfilerStep"
+_SYNC_NAMES = ("Event Sync", "Context Sync")
+STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+
+Interval = tuple[float, float]
+
+
+def merge(intervals: Iterable[Interval]) -> list[Interval]:
+    """Union of intervals, as HTA's ``merge_kernel_intervals`` computes it (sorted by start)."""
+    out: list[list[float]] = []
+    cummax = -math.inf
+    for start, end in sorted(intervals):
+        if start > cummax or not out:
+            out.append([start, end])
+        elif end > out[-1][1]:
+            out[-1][1] = end
+        if end > cummax:
+            cummax = end
+    return [(a, b) for a, b in out]
+
+
+def total(merged: Sequence[Interval]) -> float:
+    """Summed length of merged intervals (HTA sums ``end - ts``, negatives included)."""
+    return sum(b - a for a, b in merged)
+
+
+def intersection_length(a: Sequence[Interval], b: Sequence[Interval]) -> float:
+    """Length of the overlap of two merged, sorted interval lists."""
+    i = j = 0
+    out = 0.0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if hi > lo:
+            out += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+@dataclass
+class DeviceSelection:
+    """The device events HTA's analyses use, with HTA's rounding applied.
+
+    Attributes:
+        index: Event indices (into the :class:`EventTable`) of the selected device events.
+        start: Their (rounded) start times, µs.
+        end: Their (rounded) end times, µs.
+        dropped_last_step: Whether work of the last ``ProfilerStep`` was left out, as HTA does.
+    """
+
+    index: list[int]
+    start: list[float]
+    end: list[float]
+    dropped_last_step: bool
+
+
+def hta_device_events(t: EventTable) -> DeviceSelection:
+    """Select device events as HTA 0.5.0 does before its temporal breakdown.
+
+    HTA keeps a GPU event (stream ≥ 0 and correlation ≥ 0, or an ``Event Sync``/``Context Sync``)
+    only if its correlation id belongs to a host event that starts before the last ``ProfilerStep``
+    starts; other events with a stream must start before it too. This applies only when at least
+    two distinct ``ProfilerStep`` names exist. ns-resolution traces are rounded: start up, end down.
+    """
+    names = t.names
+    step_ids = {i for i, n in enumerate(names) if _PROFILER_STEP in n}
+    sync_ids = {i for i, n in enumerate(names) if n in _SYNC_NAMES}
+    kind, name, ts, dur = t.kind, t.name, t.ts, t.dur
+    stream, corr = t.stream, t.correlation
+    n = len(kind)
+    is_gpu = [(stream[i] >= 0 and corr[i] >= 0) or name[i] in sync_ids for i in range(n)]
+    rounding = t.ns_resolution
+    dropped = False
+    if len(step_ids) >= 2:
+        last_start = max(ts[i] for i in range(n)
+                         if not is_gpu[i] and kind[i] != K_PYTHON and name[i] in step_ids)
+        if rounding:
+            last_start = math.ceil(last_start)
+        allowed = set()
+        for i in range(n):
+            if not is_gpu[i] and kind[i] != K_PYTHON:
+                start = math.ceil(ts[i]) if rounding else ts[i]
+                if start < last_start:
+                    allowed.add(corr[i])
+
+        def keep(i: int) -> bool:
+            if is_gpu[i]:
+                return corr[i] in allowed
+            start = math.ceil(ts[i]) if rounding else ts[i]
+            return start < last_start
+        dropped = True
+    else:
+        def keep(i: int) -> bool:
+            return True
+    index = [i for i in range(n) if stream[i] != -1 and kind[i] != K_PYTHON and keep(i)]
+    if rounding:
+        start = [float(math.ceil(ts[i])) for i in index]
+        end = [float(math.floor(ts[i] + dur[i])) for i in index]
+    else:
+        start = [ts[i] for i in index]
+        end = [ts[i] + dur[i] for i in index]
+    return DeviceSelection(index, start, end, dropped)
+
+
+def step_spans(t: EventTable) -> list[tuple[int, float, float]]:
+    """``(step number, start µs, end µs)`` of each host-side ``ProfilerStep#N``, in time order."""
+    by_step: dict[int, tuple[float, float]] = {}
+    step_names = {i: int(m.group(1)) for i, n in enumerate(t.names) if (m := STEP_RE.search(n))}
+    if not step_names:
+        return []
+    for i in range(len(t.kind)):
+        num = step_names.get(t.name[i])
+        if num is None or t.stream[i] >= 0 or t.kind[i] == 7:  # 7: GPU-side annotation
+            continue
+        span = (t.ts[i], t.ts[i] + t.dur[i])
+        old = by_step.get(num)
+        if old is None or span[1] - span[0] > old[1] - old[0]:
+            by_step[num] = span
+    return sorted(((k, a, b) for k, (a, b) in by_step.items()), key=lambda s: s[1])
