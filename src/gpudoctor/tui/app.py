@@ -1,0 +1,244 @@
+"""The Textual app: wires views, key bindings and workers — nothing else.
+
+Why it exists: ``attach``/``run``/``demo`` call :func:`run_dashboard` with a live session, and
+``analyze --tui`` calls :func:`run_trace_browser` with a finished report. Every blocking call
+(session snapshot, profile request, export) runs in a thread worker that only posts messages;
+frequent snapshot messages replace each other, so a slow terminal never builds a backlog. It must
+not compute metrics or judge rules (the session and the engine do) and never kills the target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Footer
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from gpudoctor.catalog import Catalog, load_catalog
+from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.live.samples import Snapshot
+from gpudoctor.report.model import Report
+from gpudoctor.tui.export import export_report, snapshot_report
+from gpudoctor.tui.history import SnapshotHistory
+from gpudoctor.tui.protocol import DashboardSession
+from gpudoctor.tui.widgets.detail import FindingDetail
+from gpudoctor.tui.widgets.findings import FindingsList
+from gpudoctor.tui.widgets.screens import FilterScreen, FixScreen, HelpScreen, StacksScreen
+from gpudoctor.tui.widgets.views import LiveView, TraceView
+
+
+class SnapshotArrived(Message):
+    """A new snapshot from the poll worker; a newer one replaces an unhandled older one."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SnapshotArrived)
+
+
+class GpudoctorApp(App[int]):
+    """The dashboard (``session`` given) or the trace browser (``report`` given)."""
+
+    CSS_PATH = "gpudoctor.tcss"
+    TITLE = "gpudoctor"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
+    BINDINGS = [
+        Binding("p", "profile", "profile"),
+        Binding("s", "stacks", "stacks"),
+        Binding("e", "export", "export"),
+        Binding("r", "rank", "rank"),
+        Binding("t", "next_table", "table"),
+        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("enter", "open_fix", "fix", show=False),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, session: DashboardSession | None = None, report: Report | None = None, *,
+                 catalog: Catalog | None = None, refresh_s: float = 1.0, profile_steps: int = 5,
+                 export_dir: Path | None = None) -> None:
+        super().__init__()
+        if (session is None) == (report is None):
+            raise ValueError("give exactly one of session or report")
+        self.session, self.report = session, report
+        self.refresh_s, self.profile_steps = refresh_s, profile_steps
+        self.export_dir = export_dir or Path.cwd()
+        self._catalog = catalog
+        self.history = SnapshotHistory()
+        self.latest: Snapshot | None = None
+        self.rank: int | None = None
+        self.last_export: tuple[Path, Path] | None = None
+        self._stop = threading.Event()
+        self._errors_seen: set[str] = set()
+
+    # ---- layout -------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        if self.session is not None:
+            yield LiveView(self._sections, id="view")
+        else:
+            yield TraceView(self._sections, id="view")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(FindingsList).focus()
+        if self.report is not None:
+            self.query_one(TraceView).show(self.report)
+            return
+        history = getattr(self.session, "history", None)
+        if callable(history):
+            self.history.extend(history())
+        self.poll()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    def _sections(self, code: str) -> dict[str, str] | None:
+        if self._catalog is None:
+            self._catalog = load_catalog()
+        rule = self._catalog.get(code)
+        return dict(rule.sections) if rule is not None else None
+
+    # ---- workers ------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
+    def poll(self) -> None:
+        """Ask the session for a snapshot every ``refresh_s`` until the app stops."""
+        worker = get_current_worker()
+        assert self.session is not None
+        while not worker.is_cancelled and not self._stop.is_set():
+            try:
+                self.post_message(SnapshotArrived(self.session.snapshot()))
+            except Exception as exc:  # the session failed once: say so, keep the last data, keep trying
+                self.call_from_thread(self._problem, f"live data: {exc}")
+            self._stop.wait(self.refresh_s)
+
+    @work(thread=True, exclusive=True, group="profile", exit_on_error=False)
+    def run_profile(self, steps: int) -> None:
+        assert self.session is not None
+        result = self.session.profile(steps)
+        if inspect.isawaitable(result):
+            asyncio.run(result)  # type: ignore[arg-type]
+
+    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
+    def run_export(self, report: Report) -> None:
+        result = export_report(report, self.export_dir)
+        self.last_export = (result.markdown_path, result.json_path)
+        self.call_from_thread(self.notify, f"report written to {result.markdown_path} and {result.json_path.name}",
+                              title="exported", timeout=8)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place worker errors become a notification."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            error = event.worker.error
+            text = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+            self._problem(f"{event.worker.group}: {text}")
+
+    def _problem(self, text: str) -> None:
+        if text not in self._errors_seen:
+            self._errors_seen.add(text)
+            self.notify(text, severity="error", timeout=10)
+
+    # ---- data in ------------------------------------------------------------------------------
+    def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+        snapshot = message.snapshot
+        self.latest = snapshot
+        self.history.add(snapshot)
+        findings = [f for f in snapshot.findings
+                    if self.rank is None or f.location.rank in (None, self.rank)]
+        self.query_one(LiveView).show(snapshot, self.history, self.rank, findings)
+        if isinstance(self.screen, StacksScreen):
+            self.screen.show(snapshot.stacks)
+
+    def on_findings_list_chosen(self, message: FindingsList.Chosen) -> None:
+        not_evaluated = self.latest.not_evaluated if self.latest is not None else ()
+        if self.report is not None:
+            not_evaluated = tuple(self.report.not_evaluated)
+        self.query_one(FindingDetail).show(message.finding, not_evaluated)
+
+    def on_data_table_row_selected(self, event: FindingsList.RowSelected) -> None:
+        if isinstance(event.data_table, FindingsList):
+            self.action_open_fix()
+
+    # ---- actions ------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        live_only = {"profile", "stacks", "rank"}
+        if action in live_only and self.session is None:
+            return False
+        return not (action == "next_table" and (self.report is None or len(self.report.tables) < 2))
+
+    def action_profile(self) -> None:
+        self.notify(f"profiling the next {self.profile_steps} steps; findings update when the trace is analysed")
+        self.run_profile(self.profile_steps)
+
+    def action_stacks(self) -> None:
+        self.push_screen(StacksScreen(self.latest.stacks if self.latest else None))
+
+    def action_export(self) -> None:
+        if self.report is not None:
+            self.run_export(self.report)
+        elif self.latest is not None:
+            self.run_export(snapshot_report(self.latest))
+        else:
+            self.notify("nothing to export yet: no sample has arrived", severity="warning")
+
+    def action_rank(self) -> None:
+        ranks = list(self.latest.ranks) if self.latest else []
+        if len(ranks) < 2:
+            self.notify("only one rank is watched")
+            return
+        order: list[int | None] = [None, *ranks]
+        self.rank = order[(order.index(self.rank) + 1) % len(order)] if self.rank in order else None
+        select: Callable[[int], None] | None = getattr(self.session, "select_rank", None)
+        if callable(select) and self.rank is not None:
+            select(self.rank)
+        if self.latest is not None:
+            self.post_message(SnapshotArrived(self.latest))
+
+    def action_next_table(self) -> None:
+        view = self.query_one(TraceView)
+        view.table_index += 1
+        assert self.report is not None
+        view.show(self.report)
+
+    def action_filter(self) -> None:
+        findings = self.query_one(FindingsList)
+        self.push_screen(FilterScreen(findings.query_text), findings.set_filter)
+
+    def action_open_fix(self) -> None:
+        current = self.query_one(FindingsList).current
+        if current is not None:
+            self.push_screen(FixScreen(current))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        """Stop polling and leave; the caller detaches the session (the target keeps running)."""
+        self._stop.set()
+        self.exit(int(ExitCode.OK))
+
+
+def run_dashboard(session: DashboardSession, **options: object) -> int:
+    """Open the dashboard on a live session; detach (never kill) on quit. Returns an exit status."""
+    app = GpudoctorApp(session=session, **options)  # type: ignore[arg-type]
+    try:
+        result = app.run()
+    finally:
+        session.close()
+    return int(result if result is not None else ExitCode.OK)
+
+
+def run_trace_browser(report: Report, **options: object) -> int:
+    """Browse a finished trace analysis (``analyze --tui``). Returns an exit status."""
+    app = GpudoctorApp(report=report, **options)  # type: ignore[arg-type]
+    result = app.run()
+    return int(result if result is not None else ExitCode.OK)

@@ -1,0 +1,61 @@
+"""Writes what the dashboard shows to files: one Markdown and one JSON report, side by side.
+
+Why it exists: an engineer who found the problem on a cluster node wants to paste it into a ticket.
+It turns a live snapshot into a :class:`Report` (no new numbers: the snapshot's findings, notes and
+rank rows) and leaves all formatting to :func:`gpudoctor.report.render`. It never touches the UI.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.live.samples import Snapshot
+from gpudoctor.report import render
+from gpudoctor.report.model import MetricTable, Report
+from gpudoctor.tui.widgets.tables import rank_columns
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    markdown_path: Path
+    json_path: Path
+
+
+def snapshot_report(snapshot: Snapshot) -> Report:
+    """The report of a live snapshot, as ``attach --once`` would print it."""
+    tables = []
+    if snapshot.rank_table:
+        rows = [dict(r) for r in snapshot.rank_table]
+        tables.append(MetricTable("Ranks", rank_columns(rows), rows, key="ranks"))
+    return Report(
+        command="attach",
+        inputs=[f"pid {snapshot.target_pid}"],
+        findings=list(snapshot.findings),
+        not_evaluated=list(snapshot.not_evaluated),
+        tables=tables,
+        notes=list(snapshot.notes),
+        elapsed_s=round(snapshot.timestamp - snapshot.started_at, 1),
+    )
+
+
+def export_report(report: Report, directory: Path, stem: str | None = None) -> ExportResult:
+    """Write ``<stem>.md`` and ``<stem>.json`` into ``directory``.
+
+    Raises:
+        UserError: the directory cannot be written (one sentence, what to do).
+    """
+    stem = stem or f"gpudoctor-{report.command}-{time.strftime('%Y%m%d-%H%M%S')}"
+    md_path, json_path = directory / f"{stem}.md", directory / f"{stem}.json"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with md_path.open("w", encoding="utf-8") as stream:
+            render(report, "markdown", stream)
+        with json_path.open("w", encoding="utf-8") as stream:
+            render(report, "json", stream)
+    except OSError as exc:
+        raise UserError(f"cannot write the report to {directory}: {exc.strerror}; "
+                        "start gpudoctor from a writable directory.", ExitCode.USAGE) from None
+    return ExportResult(md_path.resolve(), json_path.resolve())

@@ -1,0 +1,81 @@
+"""Text formatting for the dashboard: numbers with units, durations, severity labels.
+
+Why it exists: every panel shows the same kinds of numbers, and they must look the same everywhere
+(and stay readable with ``NO_COLOR``: severity is always spelled out, never colour only).
+It must not compute metrics — it only turns values the session already computed into text.
+"""
+
+from __future__ import annotations
+
+from gpudoctor.model import Severity
+
+DASH = "–"
+
+SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARNING: "WARN", Severity.INFO: "INFO"}
+SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def pct(value: float | None, digits: int = 0) -> str:
+    """``16%`` or a dash when the value is unknown."""
+    if value is None:
+        return DASH
+    return f"{value:.{digits}f}%"
+
+
+def num(value: float | None, digits: int = 0, unit: str = "") -> str:
+    """A number with an optional unit suffix, or a dash."""
+    if value is None:
+        return DASH
+    return f"{value:.{digits}f}{unit}"
+
+
+def mib(value: float | None) -> str:
+    """Memory in the largest sensible unit: ``812M`` / ``5.4G``."""
+    if value is None:
+        return DASH
+    if value >= 1024:
+        return f"{value / 1024:.1f}G"
+    return f"{value:.0f}M"
+
+
+def mem_pair(used_mib: float | None, total_mib: float | None) -> str:
+    """``5.4G/141G``."""
+    if used_mib is None:
+        return DASH
+    if total_mib is None:
+        return mib(used_mib)
+    return f"{mib(used_mib)}/{mib(total_mib)}"
+
+
+def duration(seconds: float | None) -> str:
+    """``45s``, ``12m05s``, ``3h07m``."""
+    if seconds is None or seconds < 0:
+        return DASH
+    total = int(seconds)
+    if total < 60:
+        return f"{total}s"
+    minutes, secs = divmod(total, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def value_text(value: object) -> str:
+    """An evidence value as text: floats to at most 2 decimals, lists joined."""
+    if value is None:
+        return DASH
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.2f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:.3g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(value_text(v) for v in value)
+    return str(value)
+
+
+def shorten(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` characters with an ellipsis."""
+    if width <= 1:
+        return text[:width]
+    return text if len(text) <= width else text[: width - 1] + "…"

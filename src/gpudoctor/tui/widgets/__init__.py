@@ -1,0 +1,1 @@
+"""The dashboard's widgets, one module each; they only display what they are given."""

@@ -1,0 +1,107 @@
+"""The detail pane: one finding's evidence numbers, the rule's explanation, and the fix.
+
+Why it exists: a verdict is only trusted with its numbers, and only useful with the change to make.
+The fix is shown as a syntax-highlighted before → after snippet taken from the rule file. The
+explanation text comes from the rule catalog (the same files ``gpudoctor explain`` prints). It
+renders; it never evaluates rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Group, RenderableType
+from rich.markdown import Markdown
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from gpudoctor.model import Finding, Fix, NotEvaluated
+from gpudoctor.tui.format import SEVERITY_LABEL, SEVERITY_STYLE, value_text
+
+#: Given a rule code, the Markdown sections of its explanation (or None when unknown).
+SectionLookup = Callable[[str], "dict[str, str] | None"]
+
+_THEME = "ansi_dark"  # uses the terminal's palette: readable in tmux, over SSH, and degrades with NO_COLOR
+
+
+def evidence_table(finding: Finding) -> Table:
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, expand=False)
+    table.add_column("evidence")
+    table.add_column("value", justify="right")
+    table.add_column("")
+    for item in finding.evidence:
+        table.add_row(item.name, value_text(item.value), "threshold" if item.is_threshold else "")
+    return table
+
+
+def fix_renderables(fix: Fix, side_by_side: bool = False) -> list[RenderableType]:
+    """The fix summary and its before → after snippets."""
+    out: list[RenderableType] = [Text(fix.summary)] if fix.summary else []
+    before = Syntax(fix.before.rstrip(), fix.language or "text", theme=_THEME, word_wrap=True) if fix.before else None
+    after = Syntax(fix.after.rstrip(), fix.language or "text", theme=_THEME, word_wrap=True) if fix.after else None
+    if side_by_side and before is not None and after is not None:
+        grid = Table.grid(expand=True, padding=(0, 2))
+        grid.add_column(ratio=1)
+        grid.add_column(ratio=1)
+        grid.add_row(Text("Before", style="bold red"), Text("After", style="bold green"))
+        grid.add_row(before, after)
+        out.append(grid)
+        return out
+    if before is not None:
+        out += [Text("Before", style="bold red"), before]
+    if after is not None:
+        out += [Text("After →", style="bold green"), after]
+    return out
+
+
+def finding_renderable(finding: Finding, sections: dict[str, str] | None) -> Group:
+    head = Text()
+    head.append(f"{SEVERITY_LABEL[finding.severity]} ", style=SEVERITY_STYLE[finding.severity])
+    head.append(f"{finding.code} {finding.name}", style="bold")
+    head.append(f"\n{finding.title}", style="italic")
+    parts: list[RenderableType] = [head, Text(finding.message)]
+    where = finding.location.describe()
+    if where:
+        parts.append(Text(f"where: {where}  (from {finding.source.value})", style="dim"))
+    if finding.evidence:
+        parts += [Text(""), evidence_table(finding)]
+    parts += [Text(""), Text("Fix (enter: full size)", style="bold"), *fix_renderables(finding.fix)]
+    if sections and sections.get("Why it is slow"):
+        parts += [Text(""), Text("Why it is slow", style="bold"), Markdown(sections["Why it is slow"].strip())]
+    return Group(*parts)
+
+
+class FindingDetail(VerticalScroll):
+    """Scrollable detail of the highlighted finding."""
+
+    DEFAULT_CSS = """
+    FindingDetail { height: 1fr; }
+    FindingDetail > Static { height: auto; }
+    """
+
+    def __init__(self, lookup: SectionLookup, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._lookup = lookup
+        self._body = Static("", id="detail-body")
+        self.finding: Finding | None = None
+
+    def compose(self) -> ComposeResult:
+        yield self._body
+
+    def show(self, finding: Finding | None, not_evaluated: tuple[NotEvaluated, ...] = ()) -> None:
+        """Show ``finding``; with none, say what could not be judged and why."""
+        self.finding = finding
+        if finding is not None:
+            self._body.update(finding_renderable(finding, self._lookup(finding.code)))
+            self.scroll_home(animate=False)
+            return
+        text = Text("No findings", style="bold")
+        if not_evaluated:
+            text.append("\n\nNot evaluated (evidence missing):", style="bold")
+            for item in not_evaluated:
+                text.append(f"\n{item.code} {item.name}: needs {item.needs}")
+        self._body.update(text)

@@ -1,0 +1,89 @@
+"""The findings list: most severe first, filterable, keeping the selection across refreshes.
+
+Why it exists: the list is where the ten-second answer is — which problems, how bad, where. It
+takes findings already judged by the rules engine; it never judges anything itself. Severity is
+spelled out (CRIT/WARN/INFO) so the list reads the same with ``NO_COLOR``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from gpudoctor.model import Finding, sort_findings
+from gpudoctor.tui.format import SEVERITY_LABEL, SEVERITY_STYLE
+
+
+def matches(finding: Finding, query: str) -> bool:
+    """Case-insensitive match of every word of ``query`` against the finding's text."""
+    haystack = " ".join(
+        (finding.code, finding.name, finding.title, finding.message, finding.severity.value,
+         finding.source.value, finding.location.describe())
+    ).lower()
+    return all(word in haystack for word in query.lower().split())
+
+
+class FindingsList(DataTable):
+    """A row per finding; highlighting a row posts :class:`FindingsList.Chosen`."""
+
+    DEFAULT_CSS = "FindingsList { height: 1fr; }"
+
+    class Chosen(Message):
+        """The highlighted finding changed (``None`` when the list is empty)."""
+
+        def __init__(self, finding: Finding | None) -> None:
+            super().__init__()
+            self.finding = finding
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
+        self._all: list[Finding] = []
+        self._shown: list[Finding] = []
+        self.query_text = ""
+
+    def on_mount(self) -> None:
+        self.add_column("sev", width=4, key="sev")
+        self.add_column("code", width=5, key="code")
+        self.add_column("problem", key="problem")
+        self.add_column("where", key="where")
+
+    @property
+    def shown(self) -> list[Finding]:
+        return list(self._shown)
+
+    @property
+    def current(self) -> Finding | None:
+        if not self._shown or self.cursor_row < 0 or self.cursor_row >= len(self._shown):
+            return None
+        return self._shown[self.cursor_row]
+
+    def set_findings(self, findings: Sequence[Finding]) -> None:
+        """Replace the findings, keeping the highlighted one if it is still there."""
+        self._all = sort_findings(list(findings))
+        self._refill()
+
+    def set_filter(self, query: str | None) -> None:
+        self.query_text = (query or "").strip()
+        self._refill()
+
+    def _refill(self) -> None:
+        keep = self.current.key if self.current is not None else None
+        shown = [f for f in self._all if not self.query_text or matches(f, self.query_text)]
+        if [f.to_dict() for f in shown] == [f.to_dict() for f in self._shown]:
+            return  # nothing changed: no flicker, no cursor jump
+        self._shown = shown
+        self.clear()
+        for finding in shown:
+            sev = Text(SEVERITY_LABEL[finding.severity], style=SEVERITY_STYLE[finding.severity])
+            self.add_row(sev, finding.code, finding.name, finding.location.describe())
+        row = next((i for i, f in enumerate(shown) if f.key == keep), 0)
+        if shown:
+            self.move_cursor(row=row)
+        self.post_message(self.Chosen(self.current))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self.post_message(self.Chosen(self.current))

@@ -1,0 +1,75 @@
+"""The top line: which process is watched, its ranks, the agent's state and how long we have been attached.
+
+Why it exists: the first thing an engineer on a shared node must know is *what* they are looking at and
+whether the data is still live (target exited, agent lost). It must not poll anything itself: the app
+hands it each snapshot. Time shown is snapshot time minus attach time — never the wall clock — so
+recorded sessions render identically.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from gpudoctor.live.samples import Snapshot
+from gpudoctor.report.model import Report
+from gpudoctor.tui.format import duration, shorten
+
+_AGENT_STYLE = {
+    "connected": "green",
+    "injecting": "yellow",
+    "unavailable": "yellow",
+    "lost": "bold red",
+    "detached": "dim",
+}
+
+
+class StatusHeader(Static):
+    """One or two lines of who/what/how-long; turns red when the target is gone."""
+
+    DEFAULT_CSS = """
+    StatusHeader { height: auto; max-height: 2; padding: 0 1; background: $panel; }
+    StatusHeader.-gone { background: $error 40%; }
+    """
+
+    def show_snapshot(self, snapshot: Snapshot, rank: int | None = None) -> None:
+        """Render the header for a live snapshot."""
+        proc = snapshot.process
+        alive = proc.alive if proc is not None else True
+        text = Text()
+        text.append("gpudoctor ", style="bold")
+        text.append(f"pid {snapshot.target_pid}", style="bold")
+        if proc is not None and proc.cmdline:
+            text.append("  " + shorten(" ".join(proc.cmdline), 48), style="dim")
+        if snapshot.ranks:
+            shown = f"rank {rank}" if rank is not None else "all ranks"
+            text.append(f"  {len(snapshot.ranks)} ranks ({shown})")
+        elif proc is not None and proc.world_size:
+            text.append(f"  rank {proc.rank}/{proc.world_size}")
+        agent = snapshot.agent
+        text.append("  agent: ")
+        text.append(agent.status, style=_AGENT_STYLE.get(agent.status, ""))
+        if agent.profile_status and agent.profile_status not in ("idle",):
+            text.append(f"  profile: {agent.profile_status}", style="magenta")
+        text.append(f"  attached {duration(snapshot.timestamp - snapshot.started_at)}")
+        if not alive:
+            text.append("  TARGET EXITED — last data kept", style="bold red")
+        elif agent.status == "lost":
+            text.append("  AGENT LOST — showing what needs no agent", style="bold red")
+        self.set_class(not alive, "-gone")
+        self.update(text)
+
+    def show_report(self, report: Report) -> None:
+        """Render the header for a finished analysis (``analyze --tui``)."""
+        text = Text()
+        text.append("gpudoctor ", style="bold")
+        text.append(f"{report.command} ", style="bold")
+        inputs = ", ".join(report.inputs)
+        text.append(shorten(inputs, 60), style="dim")
+        ranks = report.data.get("ranks") if isinstance(report.data, dict) else None
+        if isinstance(ranks, (list, dict)):
+            text.append(f"  {len(ranks)} rank(s)")
+        text.append(f"  {len(report.findings)} finding(s)")
+        if report.elapsed_s is not None:
+            text.append(f"  analysed in {report.elapsed_s:.1f}s")
+        self.update(text)
