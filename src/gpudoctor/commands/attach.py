@@ -1,0 +1,143 @@
+"""``gpudoctor attach <pid>``: diagnose a running training process, then leave it running.
+
+- ``--once``: one quick snapshot (two short evaluation windows, ~4 s) and a report.
+- ``--duration S``: watch for S seconds (optionally profiling N steps through the agent), then report.
+- neither, on a terminal: the Textual dashboard over the same :class:`LiveSession`; not on a
+  terminal: the ``--once`` report.
+
+A PID that does not exist, belongs to another user, or is not a Python process ends in one
+sentence and its own exit code (3, 4, 5). A non-Python PID is refused rather than shown with GPU
+readings only: the diagnosis is about the Python training loop, so the sentence names the Python
+child to attach to when there is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
+from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.live.process import check_target, python_version
+from gpudoctor.live.report import build_report
+from gpudoctor.live.session import LiveSession
+from gpudoctor.report.render import render
+
+ONCE_WINDOW_S = 1.5
+ONCE_TIMEOUT_S = 12.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pid", type=int, help="PID of the Python training process")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true", help="one quick snapshot and report (about 4 s)")
+    mode.add_argument("--duration", type=float, metavar="SECONDS",
+                      help="watch for SECONDS, then print the report and exit (the process keeps running)")
+    parser.add_argument("--format", choices=["text", "json", "markdown"], default="text")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="write the report to this file")
+    parser.add_argument("--no-agent", action="store_true",
+                        help="passive only: do not inject the in-process agent (no step timings)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="record a torch.profiler window of N steps during the watch (needs the agent)")
+    parser.add_argument("--interval", type=float, default=1.0, metavar="S",
+                        help="seconds between GPU/process readings (default 1)")
+    parser.add_argument("--window", type=float, default=5.0, metavar="S",
+                        help="seconds per py-spy/evaluation window (default 5)")
+    parser.add_argument("--no-stacks", action="store_true", help="do not sample Python stacks with py-spy")
+    add_rule_arguments(parser)
+
+
+def _check(pid: int) -> None:
+    try:
+        check_target(pid)
+    except UserError as exc:
+        if exc.code != ExitCode.NOT_PYTHON:
+            raise
+        child = _python_child(pid)
+        if child is not None:
+            raise UserError(f"PID {pid} is not a Python process; its Python child is PID {child}: run "
+                            f"`gpudoctor attach {child}`.", ExitCode.NOT_PYTHON) from None
+        raise
+
+
+def _python_child(pid: int) -> int | None:
+    try:
+        for child in psutil.Process(pid).children(recursive=True):
+            if python_version(child) is not None:
+                return int(child.pid)
+    except psutil.Error:
+        return None
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.duration is not None and args.duration <= 0:
+        raise UserError("--duration must be a positive number of seconds.", ExitCode.USAGE)
+    if args.interval <= 0 or args.window < 1:
+        raise UserError("--interval must be positive and --window at least 1 second.", ExitCode.USAGE)
+    if args.profile < 0 or args.profile > 100:
+        raise UserError("--profile takes 1 to 100 steps.", ExitCode.USAGE)
+    _check(args.pid)
+    config, catalog = prepare(args)
+    threshold = fail_on(args, config)
+    interactive = sys.stdout.isatty() and args.output is None
+    once = args.once or (args.duration is None and not interactive)
+    window_s = ONCE_WINDOW_S if once else args.window
+    session = LiveSession(args.pid, catalog, config.options, use_agent=not args.no_agent,
+                          interval_s=args.interval, window_s=window_s, use_stacks=not args.no_stacks)
+    if not once and args.duration is None:
+        dashboard = _dashboard()
+        if dashboard is not None:
+            session.start()
+            try:
+                return int(dashboard(session))
+            finally:
+                session.close()
+    started = time.monotonic()
+    interrupted = False
+    session.start()
+    try:
+        if once:
+            session.wait_windows(2, ONCE_TIMEOUT_S)
+        else:
+            _watch(session, args.duration if args.duration is not None else 30.0, args.profile)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        snap = session.snapshot()
+        windows = session.windows
+        session.close()
+    report = build_report(snap, elapsed_s=time.monotonic() - started, windows=windows)
+    out = open_output(args.output)
+    try:
+        render(report, args.format, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if interrupted:
+        return int(ExitCode.INTERRUPTED)
+    return exit_status(report, threshold)
+
+
+def _watch(session: LiveSession, duration_s: float, profile_steps: int) -> None:
+    deadline = time.monotonic() + duration_s
+    if profile_steps:
+        # The agent connects in the background; give it a moment before asking.
+        session.wait_until(lambda s: s.agent.status in ("connected", "unavailable", "lost"), min(10.0, duration_s))
+        message = session.profile(profile_steps)
+        print(f"gpudoctor: {message}", file=sys.stderr)
+    while time.monotonic() < deadline and session.target_alive:
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+
+def _dashboard() -> Callable[..., int] | None:
+    try:
+        from gpudoctor.tui.app import run_dashboard
+    except ImportError:
+        return None
+    return run_dashboard

@@ -1,0 +1,199 @@
+"""Live readings → fact sets for the rules engine (scopes ``gpu``, ``job`` and ``run``).
+
+The session hands this module the latest samples of each collector plus the GPU readings of the
+last window; it returns plain :class:`~gpudoctor.model.FactSet` objects whose names are documented
+in ``docs/rules-format.md`` (live fact names). A reading that is missing gives no fact, so rules
+that need it report "not evaluated: needs …" instead of passing silently.
+
+Pure functions, no I/O, no threads: easy to test with recorded samples.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Any
+
+from gpudoctor.live.nvml import HW_THROTTLES
+from gpudoctor.live.samples import GpuSample, ProcessSample, ShmSample, StackSample, StepStats
+from gpudoctor.model import FactSet, Location, Source
+
+#: NCCL variables that turn transports or features off (slow when left on by accident).
+NCCL_DISABLE_VARS = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_NVLS_ENABLE",
+                     "NCCL_CUMEM_ENABLE", "NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL")
+_ON = ("1", "true", "yes", "on")
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return fmean(known) if known else None
+
+
+def gpu_facts(window: Sequence[GpuSample], pid: int) -> FactSet:
+    """Facts of one GPU from its readings over the last window (last reading for states)."""
+    last = window[-1]
+    values: dict[str, Any] = {
+        "gpu_util_pct": _mean([g.util_pct for g in window]),
+        "mem_used_mib": last.mem_used_mib,
+        "mem_total_mib": last.mem_total_mib,
+        "mem_used_pct": (100.0 * last.mem_used_mib / last.mem_total_mib
+                         if last.mem_used_mib is not None and last.mem_total_mib else None),
+        "power_w": last.power_w,
+        "power_limit_w": last.power_limit_w,
+        "temperature_c": last.temperature_c,
+        "sm_clock_mhz": last.sm_clock_mhz,
+        "sm_clock_max_mhz": last.sm_clock_max_mhz,
+        "throttle_reasons": list(last.throttle_reasons),
+        "throttle_reason_text": ", ".join(r.replace("_", " ") for r in last.throttle_reasons) or "none",
+        "throttle_hw": any(r in HW_THROTTLES for r in last.throttle_reasons),
+        "throttle_power": "sw_power_cap" in last.throttle_reasons,
+        "pcie_gen": last.pcie_gen,
+        "pcie_gen_max": last.pcie_gen_max,
+        "pcie_width": last.pcie_width,
+        "pcie_width_max": last.pcie_width_max,
+        "pcie_tx_mib_s": last.pcie_tx_mib_s,
+        "pcie_rx_mib_s": last.pcie_rx_mib_s,
+        "ecc_uncorrected_volatile": last.ecc_uncorrected_volatile,
+        "retired_pages": last.retired_pages,
+        "remapped_rows_pending": last.remapped_rows_pending,
+        "target_sm_util_pct": _mean([g.target_sm_util_pct for g in window]),
+        "target_mem_used_mib": last.target_mem_used_mib,
+        "other_process_count": len(last.other_pids),
+        "other_pids_text": ", ".join(str(p) for p in last.other_pids[:8]) or "none",
+        "device_name": last.name,
+    }
+    if None not in (last.pcie_gen, last.pcie_gen_max, last.pcie_width, last.pcie_width_max):
+        values["pcie_degraded"] = bool(last.pcie_gen < last.pcie_gen_max  # type: ignore[operator]
+                                       or last.pcie_width < last.pcie_width_max)  # type: ignore[operator]
+    for name in ("gpm_sm_util_pct", "gpm_sm_occupancy_pct", "gpm_tensor_util_pct", "gpm_dram_bw_util_pct",
+                 "gpm_fp32_util_pct", "gpm_fp16_util_pct"):
+        values[name] = _mean([getattr(g, name) for g in window])
+    return FactSet("gpu", Source.LIVE, values, Location(gpu=last.index, pid=pid), timestamp=last.timestamp)
+
+
+def process_values(proc: ProcessSample) -> dict[str, Any]:
+    """Job facts from the process tree: workers, CPUs, threads, environment."""
+    workers = [w for w in proc.workers if w.role == "dataloader"]
+    cpus = [w.cpu_pct for w in workers if w.cpu_pct is not None]
+    allowed: float | None = float(len(proc.cpu_affinity)) if proc.cpu_affinity else float(os.cpu_count() or 1)
+    if proc.cgroup_cpu_quota is not None:
+        allowed = min(allowed, proc.cgroup_cpu_quota) if allowed else proc.cgroup_cpu_quota
+    env = proc.env
+    omp = _int(env.get("OMP_NUM_THREADS"))
+    # torch sizes its intra-op pool to the machine's cores when OMP_NUM_THREADS is unset;
+    # it ignores the cgroup quota.
+    intraop = omp if omp is not None else (os.cpu_count() or 1)
+    busy_workers = sum(1 for c in cpus if c >= 50.0)
+    values: dict[str, Any] = {
+        "process_alive": proc.alive,
+        "process_cpu_pct": proc.cpu_pct,
+        "process_rss_mib": proc.rss_mib,
+        "process_threads": proc.num_threads,
+        "worker_count": len(workers),
+        "worker_busy_count": busy_workers,
+        "worker_cpu_mean_pct": fmean(cpus) if cpus else None,
+        "worker_cpu_min_pct": min(cpus) if cpus else None,
+        "cpu_count_allowed": allowed,
+        "omp_num_threads": omp,
+        "intraop_threads": intraop,
+        "python_version": proc.python_version,
+        "nccl_debug": env.get("NCCL_DEBUG"),
+        "nccl_debug_subsys": env.get("NCCL_DEBUG_SUBSYS"),
+        "nccl_disabled_vars": [f"{k}={env[k]}" for k in NCCL_DISABLE_VARS if k in env],
+        "cuda_launch_blocking": env.get("CUDA_LAUNCH_BLOCKING", "0").lower() in _ON,
+        "pytorch_cuda_alloc_conf": env.get("PYTORCH_CUDA_ALLOC_CONF"),
+        "torch_env_debug_vars": [f"{k}={env[k]}" for k in ("TORCH_DISTRIBUTED_DEBUG", "TORCH_SHOW_CPP_STACKTRACES",
+                                                          "TORCH_LOGS", "TORCHDYNAMO_VERBOSE")
+                                 if env.get(k)],
+    }
+    if proc.cpu_pct is not None or workers:
+        compute = intraop + busy_workers
+        values["compute_threads"] = compute
+        values["compute_threads_per_cpu"] = compute / allowed if allowed else None
+    return values
+
+
+def shm_values(shm: ShmSample) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "shm_total_mib": shm.total_mib,
+        "shm_free_mib": shm.free_mib,
+        "shm_segments_mib": shm.target_segments_mib,
+        "shm_segments": shm.target_segments,
+        "shm_error_seen": shm.error_text_seen is not None,
+        "shm_error_text": shm.error_text_seen,
+    }
+    if shm.total_mib and shm.free_mib is not None:
+        values["shm_free_pct"] = 100.0 * shm.free_mib / shm.total_mib
+        values["shm_used_pct"] = 100.0 - values["shm_free_pct"]
+    return values
+
+
+def stack_values(stacks: StackSample, min_samples: int = 20) -> dict[str, Any]:
+    """py-spy shares; too few samples (a window cut short) give no facts."""
+    if stacks.samples < min_samples:
+        return {"stack_samples": stacks.samples}
+    values: dict[str, Any] = {f"stack_{k}_pct": v for k, v in stacks.share_pct.items()}
+    values["stack_samples"] = stacks.samples
+    values["stack_top_frame"] = stacks.top_frames[0][0] if stacks.top_frames else None
+    values["stack_top_frame_pct"] = stacks.top_frames[0][1] if stacks.top_frames else None
+    return values
+
+
+def step_values(steps: StepStats) -> dict[str, Any]:
+    """Agent facts: step timing, input wait, compile counters, precision flags, CUDA memory."""
+    values: dict[str, Any] = {
+        name: getattr(steps, name)
+        for name in ("steps_total", "window_steps", "step_time_p50_ms", "step_time_p90_ms", "steps_per_s",
+                     "data_wait_pct", "data_wait_p50_ms", "h2d_ms_per_step", "graph_breaks", "recompiles",
+                     "unique_graphs", "autocast_enabled", "autocast_dtype", "tf32_matmul", "tf32_cudnn",
+                     "cudnn_benchmark", "cuda_mem_allocated_mib", "cuda_mem_reserved_mib", "cuda_mem_peak_mib",
+                     "cuda_mem_total_mib", "cuda_alloc_retries", "cuda_ooms",
+                     "mem_trend_mib_per_100_steps", "host_syncs_per_step")
+    }
+    values["graph_break_reasons"] = [f"{reason} ({count}×)" for reason, count in steps.graph_break_reasons[:5]]
+    values["graph_break_top_reason"] = steps.graph_break_reasons[0][0] if steps.graph_break_reasons else None
+    values["cuda_in_use"] = bool(steps.cuda_mem_total_mib)
+    total, reserved, alloc = steps.cuda_mem_total_mib, steps.cuda_mem_reserved_mib, steps.cuda_mem_allocated_mib
+    if total and steps.cuda_mem_peak_mib is not None:
+        values["cuda_mem_peak_pct"] = 100.0 * steps.cuda_mem_peak_mib / total
+    if total and reserved is not None:
+        values["cuda_mem_reserved_pct"] = 100.0 * reserved / total
+    if reserved and alloc is not None:
+        values["cuda_mem_fragmentation_pct"] = 100.0 * (reserved - alloc) / reserved
+    return values
+
+
+def build_factsets(pid: int, gpu_windows: Sequence[Sequence[GpuSample]], proc: ProcessSample | None,
+                   shm: ShmSample | None, stacks: StackSample | None, steps: StepStats | None,
+                   session_s: float) -> list[FactSet]:
+    """All live fact sets for one evaluation window."""
+    out = [gpu_facts(w, pid) for w in gpu_windows if w]
+    job: dict[str, Any] = {}
+    if proc is not None:
+        job.update(process_values(proc))
+    if shm is not None:
+        job.update(shm_values(shm))
+    if stacks is not None:
+        job.update(stack_values(stacks))
+    if steps is not None:
+        job.update(step_values(steps))
+    target_gpus = [g for g in out if g.values.get("gpu_util_pct") is not None]
+    if target_gpus:
+        job["gpu_util_pct"] = fmean(float(g.values["gpu_util_pct"]) for g in target_gpus)  # type: ignore[arg-type]
+        tensor = [g.values.get("gpm_tensor_util_pct") for g in target_gpus]
+        if all(t is not None for t in tensor):
+            job["gpm_tensor_util_pct"] = fmean(tensor)  # type: ignore[arg-type]
+    out.append(FactSet("job", Source.LIVE, {k: v for k, v in job.items() if v is not None}, Location(pid=pid)))
+    run: dict[str, Any] = {"session_s": session_s, "gpu_count": len(out) - 1}
+    if proc is not None:
+        run.update({"rank": proc.rank, "local_rank": proc.local_rank, "world_size": proc.world_size})
+    out.append(FactSet("run", Source.LIVE, {k: v for k, v in run.items() if v is not None}, Location(pid=pid)))
+    return out
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None

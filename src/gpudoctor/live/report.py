@@ -1,0 +1,80 @@
+"""Turns a live :class:`~gpudoctor.live.samples.Snapshot` into a :class:`~gpudoctor.report.model.Report`.
+
+Used by ``gpudoctor attach --once/--duration`` (and available to the dashboard's export): the
+findings, the rules that could not be judged, and small tables of the numbers behind them (GPUs,
+process and workers, steps, where the main thread spends its time). Only formats numbers that the
+session measured; computes nothing new. No rich/textual imports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gpudoctor.live.samples import Snapshot
+from gpudoctor.report.model import MetricTable, Report
+
+
+def _r(value: float | None, digits: int = 1) -> float | None:
+    return round(value, digits) if value is not None else None
+
+
+def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | None = None) -> Report:
+    """One report from the session's latest snapshot."""
+    tables: list[MetricTable] = []
+    if snap.gpus:
+        rows = [{
+            "gpu": g.index, "name": g.name, "util_pct": _r(g.util_pct, 0),
+            "mem_used_mib": _r(g.mem_used_mib, 0), "mem_total_mib": _r(g.mem_total_mib, 0),
+            "power_w": _r(g.power_w, 0), "sm_clock_mhz": _r(g.sm_clock_mhz, 0),
+            "tensor_util_pct": _r(g.gpm_tensor_util_pct), "sm_util_pct": _r(g.gpm_sm_util_pct),
+            "throttle": ",".join(g.throttle_reasons) or "-",
+            "target_pids": ",".join(map(str, g.target_pids)) or "-",
+        } for g in snap.gpus]
+        tables.append(MetricTable("GPUs used by the process", list(rows[0]), rows, key="gpus"))
+    proc = snap.process
+    if proc is not None:
+        rows = [{"pid": proc.pid, "role": "main", "cpu_pct": _r(proc.cpu_pct, 0), "rss_mib": _r(proc.rss_mib, 0),
+                 "threads": proc.num_threads}]
+        rows += [{"pid": w.pid, "role": w.role, "cpu_pct": _r(w.cpu_pct, 0), "rss_mib": _r(w.rss_mib, 0),
+                  "threads": None} for w in proc.workers]
+        tables.append(MetricTable("Process and workers", ["pid", "role", "cpu_pct", "rss_mib", "threads"], rows,
+                                  key="processes"))
+    if snap.stacks is not None and snap.stacks.samples:
+        rows = [{"activity": k, "share_pct": v} for k, v in sorted(snap.stacks.share_pct.items(),
+                                                                     key=lambda kv: -kv[1]) if v > 0]
+        tables.append(MetricTable(f"Main thread (py-spy, {snap.stacks.samples} samples over "
+                                  f"{snap.stacks.window_s:.0f} s)", ["activity", "share_pct"], rows, key="stacks"))
+    if snap.steps is not None:
+        s = snap.steps
+        row = {"steps_total": s.steps_total, "steps_per_s": _r(s.steps_per_s, 2),
+               "step_time_p50_ms": _r(s.step_time_p50_ms), "step_time_p90_ms": _r(s.step_time_p90_ms),
+               "data_wait_pct": _r(s.data_wait_pct), "graph_breaks": s.graph_breaks, "recompiles": s.recompiles}
+        tables.append(MetricTable("Training steps (agent)", list(row), [row], key="steps"))
+    notes = list(snap.notes)
+    notes.append(f"agent: {snap.agent.status}" + (f" — {snap.agent.detail}" if snap.agent.detail else ""))
+    if snap.shm is not None and snap.shm.total_mib is not None:
+        notes.append(f"/dev/shm: {snap.shm.total_mib:.0f} MiB, {snap.shm.free_mib or 0:.0f} MiB free, "
+                     f"{snap.shm.target_segments or 0} torch segments held ({snap.shm.target_segments_mib or 0:.1f} MiB)")
+    data: dict[str, Any] = {
+        "target_pid": snap.target_pid,
+        "alive": proc.alive if proc is not None else None,
+        "agent": dataclasses.asdict(snap.agent),
+        "windows": windows,
+        "process": _process_dict(snap),
+        "shm": dataclasses.asdict(snap.shm) if snap.shm else None,
+        "stacks": dataclasses.asdict(snap.stacks) if snap.stacks else None,
+        "steps": dataclasses.asdict(snap.steps) if snap.steps else None,
+        "gpus": [dataclasses.asdict(g) for g in snap.gpus],
+    }
+    return Report(command="attach", inputs=[f"pid {snap.target_pid}"], findings=list(snap.findings),
+                  not_evaluated=list(snap.not_evaluated), tables=tables, notes=notes, data=data,
+                  elapsed_s=elapsed_s)
+
+
+def _process_dict(snap: Snapshot) -> dict[str, Any] | None:
+    if snap.process is None:
+        return None
+    out = dataclasses.asdict(snap.process)
+    out["workers"] = [dataclasses.asdict(w) for w in snap.process.workers]
+    return out

@@ -1,0 +1,308 @@
+"""A live diagnosis session on one training process: the object every live view reads.
+
+The session polls the collectors in background threads at their own rates (NVML and the process
+tree every ``interval_s``, /dev/shm every 5 s, py-spy in rolling ``window_s`` windows, the agent's
+step statistics once a second), turns each window's readings into fact sets, runs the live rules
+with hysteresis, and offers :meth:`snapshot` (never blocks for long), :meth:`history` (for
+sparklines), :meth:`profile` (a torch.profiler window through the agent, then trace analysis) and
+:meth:`close` (detach; the target keeps running).
+
+Both ``gpudoctor attach --once/--duration`` and the Textual dashboard are views of this object.
+It must never harm the target: every collector only reads from outside, the agent is reached only
+through its client, and any failure becomes one line in ``Snapshot.notes`` or ``AgentState``.
+No textual/rich imports here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gpudoctor.catalog import Catalog
+from gpudoctor.catalog.engine import evaluate
+from gpudoctor.live import stacks as stacks_mod
+from gpudoctor.live.agentlink import AgentLink
+from gpudoctor.live.facts import build_factsets
+from gpudoctor.live.hysteresis import Hysteresis
+from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
+from gpudoctor.live.process import ProcessCollector
+from gpudoctor.live.samples import (
+    AgentState,
+    GpuSample,
+    ProcessSample,
+    ShmSample,
+    Snapshot,
+    StackSample,
+)
+from gpudoctor.live.shm import ShmCollector
+from gpudoctor.model import Finding, NotEvaluated, Source
+
+log = logging.getLogger("gpudoctor.live.session")
+
+SHM_INTERVAL_S = 5.0
+
+
+class LiveSession:
+    """Watches one process. Thread-safe; call :meth:`start` once and :meth:`close` once."""
+
+    def __init__(self, pid: int, catalog: Catalog, options: Mapping[str, Mapping[str, Any]] | None = None, *,
+                 use_agent: bool = True, interval_s: float = 1.0, window_s: float = 5.0,
+                 use_stacks: bool = True, history_len: int = 600, on_windows: int = 2, off_windows: int = 2,
+                 nvml: NvmlCollector | None = None) -> None:
+        self.pid = pid
+        self.catalog = catalog
+        self.options = options or {}
+        self.interval_s = interval_s
+        self.window_s = window_s
+        self.started_at = time.time()
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._new_window = threading.Condition(self._lock)
+        self._threads: list[threading.Thread] = []
+        self._nvml = nvml if nvml is not None else NvmlCollector()
+        self._proc_collector = ProcessCollector(pid)
+        self._shm_collector = ShmCollector(pid)
+        self._use_stacks = use_stacks
+        self._agent = AgentLink(pid, inject=use_agent)
+        self._hysteresis = Hysteresis(on_windows, off_windows)
+        self._notes: dict[str, str] = {}
+        self._gpu_hist: deque[tuple[GpuSample, ...]] = deque(maxlen=history_len)
+        self._history: deque[Snapshot] = deque(maxlen=history_len)
+        self._process: ProcessSample | None = None
+        self._last_alive: ProcessSample | None = None
+        self._shm: ShmSample | None = None
+        self._stacks: StackSample | None = None
+        self._findings: list[Finding] = []
+        self._not_evaluated: list[NotEvaluated] = []
+        self._profile_findings: list[Finding] = []
+        self._windows = 0
+        self._exited_at: float | None = None
+        self.first_finding_at: dict[str, float] = {}   # rule code → seconds after start it first showed
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self) -> LiveSession:
+        try:
+            self._nvml.open()
+        except NvmlUnavailable as exc:
+            self._note("nvml", str(exc))
+        self._spawn("gpudoctor-poll", self._poll_loop)
+        self._spawn("gpudoctor-agent", self._agent_loop)
+        if self._use_stacks:
+            self._spawn("gpudoctor-stacks", self._stacks_loop)
+        else:
+            self._note("stacks", "py-spy stack sampling is off.")
+        self._spawn("gpudoctor-eval", self._eval_loop)
+        return self
+
+    def close(self) -> None:
+        """Stop every thread, detach the agent we injected, leave the target running."""
+        self._stop.set()
+        with self._new_window:
+            self._new_window.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._agent.close()
+        self._nvml.close()
+
+    def __enter__(self) -> LiveSession:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        def guarded() -> None:
+            try:
+                target()
+            except Exception as exc:  # a bug in a collector must not take the session down
+                log.debug("%s crashed", name, exc_info=True)
+                self._note(name, f"{name} stopped after an internal error: {type(exc).__name__}: {exc}")
+        thread = threading.Thread(target=guarded, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _note(self, key: str, text: str) -> None:
+        with self._lock:
+            self._notes[key] = text
+
+    @property
+    def target_alive(self) -> bool:
+        return self._exited_at is None
+
+    @property
+    def windows(self) -> int:
+        with self._lock:
+            return self._windows
+
+    # ---- collector loops -------------------------------------------------------------------
+    def _poll_loop(self) -> None:
+        next_shm = 0.0
+        while not self._stop.is_set():
+            tick = time.monotonic()
+            proc = self._proc_collector.sample()
+            tree = [proc.pid, *[w.pid for w in proc.workers]]
+            gpus = self._nvml.sample(tree) if self._nvml.opened and proc.alive else ()
+            shm = None
+            if tick >= next_shm and proc.alive:
+                shm = self._shm_collector.sample(tree)
+                next_shm = tick + SHM_INTERVAL_S
+            with self._lock:
+                if proc.alive:
+                    self._process = proc
+                    self._last_alive = proc
+                elif self._exited_at is None:
+                    self._exited_at = time.time()
+                    self._process = (dataclasses.replace(self._last_alive, alive=False, timestamp=proc.timestamp)
+                                     if self._last_alive else proc)
+                    self._notes["exited"] = (f"the process {self.pid} exited at "
+                                             f"{time.strftime('%H:%M:%S', time.localtime(self._exited_at))}; "
+                                             "showing its last readings.")
+                if gpus:
+                    self._gpu_hist.append(gpus)
+                if shm is not None:
+                    self._shm = shm
+                self._history.append(self._snapshot_locked())
+            if not proc.alive:
+                self._stop.set()
+                with self._new_window:
+                    self._new_window.notify_all()
+                return
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - tick)))
+
+    def _stacks_loop(self) -> None:
+        binary = stacks_mod.find_pyspy()
+        if binary is None:
+            self._note("stacks", "py-spy is not installed (pip install py-spy): no stack sampling.")
+            return
+        while not self._stop.is_set():
+            try:
+                sample = stacks_mod.record_window(self.pid, self.window_s, binary=binary, stop=self._stop)
+            except stacks_mod.PySpyUnavailable as exc:
+                if self.target_alive and not self._stop.is_set():
+                    self._note("stacks", f"no stack sampling: {exc}")
+                return
+            if self._stop.is_set() and sample.window_s < self.window_s * 0.8:
+                return  # a window cut short by close(): not representative
+            with self._new_window:
+                self._stacks = sample
+                self._new_window.notify_all()
+
+    def _agent_loop(self) -> None:
+        self._agent.connect()
+        while not self._stop.wait(1.0):
+            self._agent.poll()
+            self._merge_profile_findings()
+
+    def _eval_loop(self) -> None:
+        """One rules evaluation per stack window (or per ``window_s`` without py-spy)."""
+        last_stack: StackSample | None = None
+        while not self._stop.is_set():
+            with self._new_window:
+                if self._stacks is last_stack:
+                    self._new_window.wait(timeout=self.window_s * 1.5)
+                if self._stop.is_set():
+                    return
+                if self._stacks is last_stack and self._use_stacks and "stacks" not in self._notes:
+                    continue  # py-spy still working; its window is the clock
+                last_stack = self._stacks
+            self.evaluate_now()
+
+    # ---- evaluation ------------------------------------------------------------------------
+    def evaluate_now(self) -> None:
+        """Judge the rules on the latest window and update the shown findings (hysteresis)."""
+        now = time.time()
+        with self._lock:
+            horizon = now - self.window_s
+            gpu_window: dict[int, list[GpuSample]] = {}
+            for reading in self._gpu_hist:
+                for gpu in reading:
+                    if gpu.timestamp >= horizon:
+                        gpu_window.setdefault(gpu.index, []).append(gpu)
+            factsets = build_factsets(self.pid, list(gpu_window.values()), self._process, self._shm,
+                                      self._stacks, self._agent.steps, now - self.started_at)
+        result = evaluate(self.catalog, factsets, [Source.LIVE], self.options)
+        for error in result.errors:
+            log.warning("%s", error)
+        with self._lock:
+            self._findings = self._hysteresis.update(result.findings, now)
+            self._not_evaluated = result.not_evaluated
+            self._windows += 1
+            for f in self._findings:
+                self.first_finding_at.setdefault(f.code, now - self.started_at)
+
+    # ---- profile ---------------------------------------------------------------------------
+    def profile(self, steps: int) -> str:
+        """Ask the agent for a ``steps``-step torch.profiler window; returns one status sentence."""
+        return self._agent.request_profile(steps)
+
+    def _merge_profile_findings(self) -> None:
+        trace = self._agent.take_finished_trace()
+        if trace is None:
+            return
+        findings, note = analyze_trace(trace, self.catalog, self.options)
+        with self._lock:
+            self._profile_findings = findings
+            if note:
+                self._notes["profile"] = note
+
+    # ---- views -----------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return self._snapshot_locked()
+
+    def _snapshot_locked(self) -> Snapshot:
+        latest_gpus = self._gpu_hist[-1] if self._gpu_hist else ()
+        return Snapshot(
+            timestamp=time.time(), started_at=self.started_at, target_pid=self.pid,
+            process=self._process, gpus=latest_gpus, shm=self._shm, stacks=self._stacks,
+            steps=self._agent.steps, agent=self._agent.state(),
+            findings=tuple([*self._findings, *self._profile_findings]),
+            not_evaluated=tuple(self._not_evaluated), notes=tuple(self._notes.values()),
+        )
+
+    def history(self) -> list[Snapshot]:
+        """Recent snapshots, oldest first (one per ``interval_s``) for sparklines."""
+        with self._lock:
+            return list(self._history)
+
+    def wait_windows(self, count: int, timeout_s: float) -> bool:
+        """Block until ``count`` evaluation windows ran (or the target exited); False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.windows >= count or self._stop.is_set():
+                return self.windows >= count
+            time.sleep(0.05)
+        return False
+
+    def wait_until(self, predicate: Callable[[Snapshot], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate(self.snapshot()):
+                return True
+            time.sleep(0.1)
+        return False
+
+
+def analyze_trace(path: str, catalog: Catalog, options: Mapping[str, Mapping[str, Any]]
+                  ) -> tuple[list[Finding], str | None]:
+    """Findings of a profiler trace via the trace analyzer; (findings, one-line note)."""
+    try:
+        from gpudoctor.commands.analyze import analyze_paths  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return [], f"profile trace written to {path}; trace analysis is not available in this build."
+    try:
+        result: Any = analyze_paths([path], catalog=catalog, options=options)
+    except TypeError:
+        result = analyze_paths([path])
+    except Exception as exc:  # a trace we cannot read must not end the session
+        return [], f"could not analyse the profile trace {path}: {exc}"
+    findings = list(getattr(result, "findings", result if isinstance(result, list) else []))
+    return findings, f"profile trace analysed: {path} ({len(findings)} findings)."
+
+
+__all__ = ["AgentState", "LiveSession", "analyze_trace"]
