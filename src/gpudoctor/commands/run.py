@@ -1,0 +1,230 @@
+"""``gpudoctor run [options] -- <cmd …>``: start a training command with the agent inside, and watch it.
+
+The agent reaches every Python process the command starts (every rank under ``torchrun``) through a
+``sitecustomize`` directory put first on PYTHONPATH (see ``gpudoctor/agent/bootstrap``); it skips
+DataLoader workers and other multiprocessing children. The view is the live session's: the
+dashboard on a terminal, else a report when the command exits (or after ``--duration``). Ctrl-C
+reaches the command (the terminal sends it to both; otherwise it is forwarded). A command that
+cannot be started ends in one sentence and exit status 7; a command that fails is reported with its
+own exit status, and gpudoctor then exits 7 as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
+from gpudoctor.exitcodes import ExitCode, UserError
+
+BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "agent" / "bootstrap"
+PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
+AGENT_WAIT_S = 60.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--duration", type=float, metavar="SECONDS",
+                        help="report after SECONDS (the command keeps running to its end)")
+    parser.add_argument("--format", choices=["text", "json", "markdown"], default="text")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="write the report to this file")
+    parser.add_argument("--no-dashboard", action="store_true", help="never open the dashboard; print a report")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="record a torch.profiler window of N steps once training runs")
+    parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between readings")
+    parser.add_argument("--window", type=float, default=5.0, metavar="S", help="seconds per evaluation window")
+    parser.add_argument("--no-stacks", action="store_true", help="do not sample Python stacks with py-spy")
+    add_rule_arguments(parser)
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the training command")
+
+
+def agent_env(base: dict[str, str]) -> dict[str, str]:
+    """The command's environment: the bootstrap first on PYTHONPATH, and where to import the agent from."""
+    env = dict(base)
+    paths = [str(BOOTSTRAP_DIR), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["GPUDOCTOR_AGENT"] = "1"
+    env["GPUDOCTOR_AGENT_PATH"] = str(PACKAGE_PARENT)
+    return env
+
+
+def start_command(cmd: list[str]) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` with the agent; a command that cannot start is a UserError (TARGET_FAILED)."""
+    try:
+        return subprocess.Popen(cmd, env=agent_env(dict(os.environ)))
+    except FileNotFoundError:
+        raise UserError(f"command not found: {cmd[0]} (check the spelling and your PATH).",
+                        ExitCode.TARGET_FAILED) from None
+    except PermissionError:
+        raise UserError(f"cannot execute {cmd[0]}: permission denied.", ExitCode.TARGET_FAILED) from None
+    except OSError as exc:
+        raise UserError(f"cannot start {cmd[0]}: {exc.strerror}.", ExitCode.TARGET_FAILED) from None
+
+
+def find_agent_pid(root_pid: int, timeout_s: float, child: subprocess.Popen[bytes]) -> int | None:
+    """The PID to watch: the process in ``root_pid``'s tree whose agent answers (rank 0 first)."""
+    import psutil
+
+    from gpudoctor.agent.client import find_agent
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and child.poll() is None:
+        try:
+            tree = [root_pid, *[p.pid for p in psutil.Process(root_pid).children(recursive=True)]]
+        except psutil.Error:
+            return None
+        found: list[tuple[int, int]] = []
+        for pid in tree:
+            client = find_agent(pid, timeout_s=0.5)
+            if client is not None:
+                rank = client.info.get("rank")
+                client.close()
+                found.append((rank if isinstance(rank, int) else -1, pid))
+        if found:
+            ranked = [f for f in found if f[0] >= 0]
+            return min(ranked)[1] if ranked else found[0][1]
+        time.sleep(0.1)
+    return None
+
+
+def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
+    """Send ``signum`` to the command unless the terminal already sent it to our whole group."""
+    foreground = False
+    with contextlib.suppress(OSError):
+        foreground = os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    if signum != signal.SIGINT or not foreground:
+        with contextlib.suppress(OSError):
+            child.send_signal(signum)
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UserError("nothing to run: put the training command after --, e.g. "
+                        "`gpudoctor run -- python train.py`.", ExitCode.USAGE)
+    if args.duration is not None and args.duration <= 0:
+        raise UserError("--duration must be a positive number of seconds.", ExitCode.USAGE)
+    if args.profile < 0 or args.profile > 100:
+        raise UserError("--profile takes 1 to 100 steps.", ExitCode.USAGE)
+    config, catalog = prepare(args)
+    threshold = fail_on(args, config)
+    started = time.monotonic()
+    child = start_command(cmd)
+    previous = signal.signal(signal.SIGTERM, lambda s, f: _forward(child, s))
+    try:
+        report, interrupted = _watch(args, child, catalog, config.options, started)
+    except KeyboardInterrupt:
+        report, interrupted = None, True
+    try:
+        if report is not None:
+            _render(args, report)
+        if interrupted:
+            returncode = _wait_child(child, grace_s=10.0)
+        else:
+            if report is not None and child.poll() is None:
+                print("gpudoctor: report written; waiting for the command to finish (Ctrl-C stops it).",
+                      file=sys.stderr)
+            returncode = _wait_child(child)
+    except KeyboardInterrupt:
+        interrupted = True
+        _forward(child, signal.SIGINT)
+        returncode = _wait_child(child, grace_s=10.0)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    status = _describe_exit(returncode)
+    print(f"gpudoctor: the command {status}.", file=sys.stderr)
+    if interrupted:
+        return int(ExitCode.INTERRUPTED)
+    if returncode != 0:
+        return int(ExitCode.TARGET_FAILED)
+    return exit_status(report, threshold) if report is not None else int(ExitCode.OK)
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-returncode).name}"
+        return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+def _wait_child(child: subprocess.Popen[bytes], grace_s: float | None = None) -> int:
+    try:
+        return child.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        child.terminate()
+        try:
+            return child.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            return child.wait()
+    except KeyboardInterrupt:           # a second Ctrl-C: stop waiting politely
+        child.terminate()
+        return child.wait()
+
+
+def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: Any, options: Any,
+           started: float) -> tuple[Any, bool]:
+    """Watch the command with the live session; returns (report or None, interrupted)."""
+    from gpudoctor.live.report import build_report
+    from gpudoctor.live.session import LiveSession
+
+    pid = find_agent_pid(child.pid, AGENT_WAIT_S, child)
+    if pid is None:
+        if child.poll() is None:
+            print("gpudoctor: no Python process with the agent appeared in the command within "
+                  f"{AGENT_WAIT_S:.0f} s; nothing to watch.", file=sys.stderr)
+        return None, False
+    session = LiveSession(pid, catalog, options, use_agent=True, interval_s=args.interval,
+                          window_s=args.window, use_stacks=not args.no_stacks)
+    interactive = sys.stdout.isatty() and args.output is None and not args.no_dashboard
+    if interactive and args.duration is None:
+        from gpudoctor.tui.app import run_dashboard
+
+        session.start()
+        run_dashboard(session)          # closes the session; the agent stays in the command
+        return None, False
+    interrupted = False
+    session.start()
+    try:
+        deadline = time.monotonic() + (args.duration if args.duration is not None else float("inf"))
+        if args.profile:
+            session.wait_until(lambda s: s.agent.status == "connected", 15.0)
+            print(f"gpudoctor: {session.profile(args.profile)}", file=sys.stderr)
+        while time.monotonic() < deadline and child.poll() is None and session.target_alive:
+            time.sleep(0.2)
+        if args.profile:   # give a finished window's analysis a moment to land in the snapshot
+            session.wait_until(lambda s: s.agent.profile_status in (None, "done", "failed"), 5.0)
+    except KeyboardInterrupt:
+        interrupted = True
+        _forward(child, signal.SIGINT)
+    finally:
+        snap = session.snapshot()
+        windows = session.windows
+        session.close()
+    report = build_report(snap, elapsed_s=time.monotonic() - started, windows=windows)
+    report.command = "run"
+    report.inputs = [" ".join(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd)]
+    if child.poll() is not None:
+        report.notes.append(f"the command {_describe_exit(child.returncode)}.")
+    return report, interrupted
+
+
+def _render(args: argparse.Namespace, report: Any) -> None:
+    from gpudoctor.report.render import render
+
+    out = open_output(args.output)
+    try:
+        render(report, args.format, out)
+        out.flush()
+    finally:
+        if out is not sys.stdout:
+            out.close()
