@@ -1,0 +1,103 @@
+"""``gpudoctor check``: static checks of training code, deploy files and (``--env``) this machine.
+
+Reads files, never runs them and never imports torch. The checkers in :mod:`gpudoctor.static` turn
+files into fact sets; the rule files judge them through the shared engine; inline
+``# gpudoctor: ignore[GD###]`` comments then drop findings. Exit 0 (clean), 1 (findings at or above
+``--fail-on``), 2 (usage or input error, e.g. a path that does not exist).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from gpudoctor.catalog.engine import evaluate
+from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
+from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.model import FactSet, Source
+from gpudoctor.report.model import MetricTable, Report
+from gpudoctor.static.sites import is_ignored
+
+FORMATS = ("text", "json", "markdown", "sarif", "github")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", help="files or directories to check (default: . unless --env alone)")
+    parser.add_argument("--env", action="store_true", help="also check this machine: driver vs torch CUDA, "
+                        "/dev/shm, NCCL, GPU visibility, ptrace permission")
+    parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="write the report to this file")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="worker processes for large trees (default: CPU count; 1 = no workers)")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
+    add_rule_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError("--jobs must be at least 1.", ExitCode.USAGE)
+    config, catalog = prepare(args)
+    paths = list(args.paths) or ([] if args.env else ["."])
+    factsets: list[FactSet] = []
+    sources = []
+    ignores: dict[str, dict[int, frozenset[str]]] = {}
+    tables: list[MetricTable] = []
+    counts: dict[str, int] = {}
+    if paths:
+        from gpudoctor.static.runner import run_checks
+
+        static = run_checks(paths, jobs=args.jobs)
+        factsets.extend(static.factsets)
+        ignores = static.ignores
+        counts = static.files_by_kind
+        sources.append(Source.STATIC)
+    if args.env:
+        from gpudoctor.static.machine import machine_factset, machine_table
+
+        machine = machine_factset()
+        factsets.append(machine)
+        tables.append(machine_table(machine))
+        sources.append(Source.ENV)
+    result = evaluate(catalog, factsets, sources, config.options)
+    findings = [f for f in result.findings
+                if not is_ignored(f.code, f.location.line, ignores.get(f.location.path or "", {}))]
+    suppressed = len(result.findings) - len(findings)
+    notes = [f"rule error: {e}" for e in result.errors]
+    checked = sum(counts.values())
+    if paths:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        notes.append(f"checked {checked} file(s)" + (f" ({kinds})" if kinds else "") +
+                     (f"; {suppressed} finding(s) suppressed by inline comments" if suppressed else ""))
+    report = Report(command="check", inputs=paths + (["--env"] if args.env else []), findings=findings,
+                    not_evaluated=result.not_evaluated, tables=tables, notes=notes,
+                    data={"files_checked": checked, "files_by_kind": counts, "suppressed": suppressed},
+                    elapsed_s=round(time.perf_counter() - started, 3))
+    _write(report, args, catalog)
+    return exit_status(report, fail_on(args, config))
+
+
+def _write(report: Report, args: argparse.Namespace, catalog: object) -> None:
+    out = open_output(args.output)
+    color = {"always": True, "never": False}.get(args.color)
+    try:
+        if args.format == "sarif":
+            from gpudoctor.report.sarif import write_sarif
+
+            write_sarif(report, catalog, out)  # type: ignore[arg-type]
+        elif args.format == "github":
+            from gpudoctor.report.github import write_github
+
+            write_github(report, out)
+        elif args.format == "text":
+            from gpudoctor.report.lines import write_lines
+
+            write_lines(report, out, color)
+        else:
+            from gpudoctor.report import render
+
+            render(report, args.format, out)
+    finally:
+        if out is not None and args.output is not None:
+            out.close()

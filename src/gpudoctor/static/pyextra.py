@@ -1,0 +1,150 @@
+"""Per-call checks of the Python walker that do not depend on loop structure.
+
+Split from :mod:`gpudoctor.static.python` to keep each module readable. Each check records a site
+with plain facts (or flips a project flag); none of them decides on a finding.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from gpudoctor.static import pynames as pn
+
+if TYPE_CHECKING:
+    from gpudoctor.static.python import PythonChecker
+
+
+def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr: str | None) -> None:
+    """Record sites for one call. ``qual`` is the callee's resolved dotted name, ``attr`` its method name."""
+    names = ck.names
+    func = node.func
+    if names.matches(func, pn.DATALOADER):
+        _dataloader(ck, node)
+    elif names.matches(func, pn.DATA_PARALLEL):
+        ck.emit("python.data_parallel", node, call=pn.short(func))
+    elif names.matches(func, pn.DDP):
+        ck.flags["uses_ddp"] = True
+        ck.emit("python.ddp", node, find_unused_parameters=pn.tri_state(pn.keyword(node, "find_unused_parameters")))
+    elif names.matches(func, pn.AUTOCAST):
+        ck.flags["has_autocast"] = True
+        if ck.autocast_is_fp16(node):
+            ck.emit("python.fp16_autocast", node, call=pn.short(node, 50))
+    elif names.matches(func, pn.GRAD_SCALER):
+        ck.flags["has_grad_scaler"] = True
+    elif qual in ("torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"):
+        ck.flags["uses_ddp"] = True
+        backend_node = pn.keyword(node, "backend") or (node.args[0] if node.args else None)
+        backend = pn.literal(backend_node)
+        ck.emit("python.process_group", node, backend=backend.lower() if isinstance(backend, str) else "")
+    elif qual == "torch.load":
+        if pn.keyword(node, "weights_only") is None and not any(k.arg is None for k in node.keywords):
+            ck.emit("python.torch_load", node, call=pn.short(node, 50))
+    elif qual in ("torch.autograd.set_detect_anomaly", "torch.autograd.detect_anomaly",
+                  "torch.autograd.anomaly_mode.set_detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"):
+        flag = pn.keyword(node, "mode") or (node.args[0] if node.args and qual.endswith("set_detect_anomaly") else None)
+        if not qual.endswith("set_detect_anomaly") or pn.literal(flag) is not False:
+            ck.emit("python.anomaly_detection", node, call=pn.short(node, 50))
+    elif qual == "torch.nn.Sequential":
+        for conv, certain in _sequential_conv_bn(node, names):
+            ck.emit("python.conv_bias_bn", conv, layer=pn.short(conv.func), certain=certain)
+    elif qual is not None and qual.startswith(pn.OPTIMIZER_PREFIX) and qual.count(".") == 2 and qual[12:13].isupper():
+        if pn.literal(pn.keyword(node, "foreach")) is False:
+            ck.emit("python.optimizer", node, optimizer=qual.rsplit(".", 1)[-1], foreach="false")
+    elif qual in pn.WHOLE_FILE_READERS:
+        _reader(ck, node, qual)
+    if names.matches(func, pn.CONV_LAYERS) or (qual or "").startswith("torchvision.models.resnet"):
+        if ck.first_conv is None:
+            ck.first_conv = node
+    if attr is not None:
+        _method(ck, node, attr)
+
+
+def _method(ck: PythonChecker, node: ast.Call, attr: str) -> None:
+    func = node.func
+    assert isinstance(func, ast.Attribute)
+    if attr == "no_sync":
+        ck.flags["uses_no_sync"] = True
+    elif attr == "pin_memory":
+        ck.flags["pins_memory"] = True
+    elif attr == "zero_grad":
+        if pn.literal(pn.keyword(node, "set_to_none")) is False:
+            ck.emit("python.zero_grad", node, call=pn.short(node, 50))
+    elif attr == "compile" and isinstance(func.value, ast.Name) and func.value.id in ck.var_class:
+        ck.compiled_classes.add(ck.var_class[func.value.id])
+    if attr in ("cuda", "to"):
+        on_cuda = attr == "cuda" or any(pn.mentions_cuda(a) for a in node.args) or any(
+            isinstance(a, ast.Name) and "device" in a.id for a in node.args) or pn.keyword(node, "device") is not None
+        if on_cuda:
+            ck.flags["uses_cuda"] = True
+        if pn.literal(pn.keyword(node, "non_blocking")) is True:
+            ck.emit("python.non_blocking", node, call=pn.short(node, 50))
+        receiver = func.value
+        if on_cuda and isinstance(receiver, ast.Call) and ck.names.qualname(receiver.func) in pn.TENSOR_FACTORIES \
+                and pn.keyword(receiver, "device") is None:
+            ck.in_step("python.host_tensor_copy", node, call=pn.short(node, 50),
+                       factory=ck.names.qualname(receiver.func) or "")
+
+
+def _dataloader(ck: PythonChecker, node: ast.Call) -> None:
+    starred = any(k.arg is None for k in node.keywords)
+    workers_node = pn.keyword(node, "num_workers")
+    if workers_node is None:
+        workers = -1 if starred else 0
+    else:
+        value = pn.literal(workers_node)
+        workers = value if isinstance(value, int) and not isinstance(value, bool) else -1
+    pin = pn.tri_state(pn.keyword(node, "pin_memory"))
+    persistent = pn.tri_state(pn.keyword(node, "persistent_workers"))
+    if starred:
+        pin = "dynamic" if pin == "unset" else pin
+        persistent = "dynamic" if persistent == "unset" else persistent
+    sampler = any(pn.keyword(node, k) is not None for k in ("sampler", "batch_sampler")) or starred
+    if workers != 0:
+        ck.flags["dataloader_workers"] = True
+    if pin in ("true", "dynamic"):
+        ck.flags["pins_memory"] = True
+    ck.emit("python.dataloader", node, label=pn.short(node, 50), num_workers=workers, pin_memory=pin,
+            persistent_workers=persistent, sampler_given=sampler)
+
+
+def _reader(ck: PythonChecker, node: ast.Call, qual: str) -> None:
+    if qual == "numpy.load" and pn.keyword(node, "mmap_mode") is not None:
+        return
+    fn = ck.functions[-1].node.name if ck.functions else ""
+    if fn == "__getitem__" or ck.rank_guard_depth:
+        return
+    ck.emit("python.whole_dataset_load", node, reader=qual, call=pn.short(node, 50))
+
+
+def _is_conv_with_bias(call: ast.AST, names: pn.Names) -> bool:
+    if not (isinstance(call, ast.Call) and names.matches(call.func, pn.CONV_LAYERS)):
+        return False
+    bias = pn.keyword(call, "bias")
+    if bias is None and len(call.args) >= 8:
+        bias = call.args[7]
+    return bias is None or pn.literal(bias) is True
+
+
+def _is_bn(call: ast.AST, names: pn.Names) -> bool:
+    return isinstance(call, ast.Call) and names.matches(call.func, pn.BATCHNORM_LAYERS)
+
+
+def _sequential_conv_bn(node: ast.Call, names: pn.Names) -> Iterator[tuple[ast.Call, bool]]:
+    for first, second in zip(node.args, node.args[1:]):
+        if _is_conv_with_bias(first, names) and _is_bn(second, names):
+            assert isinstance(first, ast.Call)
+            yield first, True
+
+
+def conv_bias_pairs(body: list[ast.stmt], names: pn.Names) -> Iterator[tuple[ast.Call, bool]]:
+    """``self.conv = nn.Conv2d(...)`` right before ``self.bn = nn.BatchNorm2d(...)`` in ``__init__``.
+
+    Only "maybe" (``certain=False``): ``forward`` may not apply them in that order.
+    """
+    values = [s.value if isinstance(s, ast.Assign) else None for s in body]
+    for first, second in zip(values, values[1:]):
+        if first is not None and second is not None and _is_conv_with_bias(first, names) and _is_bn(second, names):
+            assert isinstance(first, ast.Call)
+            yield first, False

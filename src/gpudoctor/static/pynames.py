@@ -1,0 +1,140 @@
+"""Name resolution and small AST helpers for the Python checker.
+
+``import torch as t`` and ``from torch.utils.data import DataLoader as DL`` must not hide a call from
+the checker, so every dotted name is resolved through the module's imports before it is matched.
+This module only reads the AST; it never imports the code it looks at (and never imports torch).
+"""
+
+from __future__ import annotations
+
+import ast
+
+#: torch factory functions that build a tensor on the CPU unless given ``device=``.
+TENSOR_FACTORIES = frozenset(
+    f"torch.{n}" for n in ("tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange",
+                           "rand", "randn", "randint", "linspace", "stack", "cat", "eye")
+)
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                           "torch.nn.parallel.data_parallel.DataParallel"})
+DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.DDP",
+                 "torch.nn.parallel.distributed.DistributedDataParallel"})
+DISTRIBUTED_SAMPLER = frozenset({"torch.utils.data.DistributedSampler",
+                                 "torch.utils.data.distributed.DistributedSampler"})
+AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
+                      "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"})
+GRAD_SCALER = frozenset({"torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler"})
+CONV_LAYERS = frozenset(f"torch.nn.{n}" for n in ("Conv1d", "Conv2d", "Conv3d", "LazyConv2d"))
+BATCHNORM_LAYERS = frozenset(f"torch.nn.{n}" for n in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+                                                        "SyncBatchNorm", "LazyBatchNorm2d"))
+SYNC_METHODS = {"item": "item", "cpu": "cpu", "tolist": "tolist", "numpy": "numpy"}
+GRAPH_BREAK_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
+#: Calls that read a whole data file into memory at once (np.load without mmap_mode, pandas readers).
+WHOLE_FILE_READERS = frozenset({"numpy.load", "pickle.load", "pandas.read_csv", "pandas.read_parquet",
+                                "pandas.read_json", "pandas.read_feather", "pandas.read_pickle",
+                                "numpy.loadtxt", "numpy.genfromtxt", "datasets.load_dataset"})
+OPTIMIZER_PREFIX = "torch.optim."
+DEPRECATED_AMP_PREFIX = "torch.cuda.amp."
+
+
+def normalize(qualname: str) -> str:
+    """Map common re-export spellings to one canonical name (``torch.nn.modules.conv.Conv2d`` …)."""
+    if qualname.startswith("torch.nn.modules."):
+        parts = qualname.split(".")
+        return "torch.nn." + parts[-1]
+    if qualname.startswith("np."):
+        return "numpy." + qualname[3:]
+    if qualname.startswith("pd."):
+        return "pandas." + qualname[3:]
+    return qualname
+
+
+class Names:
+    """The module's import aliases: local name → fully qualified dotted name."""
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+
+    def add_import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.aliases[alias.asname] = alias.name
+            else:
+                head = alias.name.split(".")[0]
+                self.aliases[head] = head
+
+    def add_import_from(self, node: ast.ImportFrom) -> None:
+        if node.level or not node.module:
+            return
+        for alias in node.names:
+            if alias.name != "*":
+                self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+    def qualname(self, node: ast.AST) -> str | None:
+        """``t.nn.Conv2d`` → ``torch.nn.Conv2d``; None for anything that is not a dotted name."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        parts.append(self.aliases.get(node.id, node.id))
+        return normalize(".".join(reversed(parts)))
+
+    def matches(self, node: ast.AST, names: frozenset[str]) -> bool:
+        """Whether ``node`` names one of ``names`` (a bare, unimported last part matches too)."""
+        qual = self.qualname(node)
+        if qual is None:
+            return False
+        if qual in names:
+            return True
+        if "." not in qual and qual not in self.aliases:  # e.g. after `from torch.utils.data import *`
+            return any(n.rsplit(".", 1)[-1] == qual for n in names)
+        return False
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def literal(node: ast.AST | None) -> object:
+    """The value of a literal node; ``...`` (Ellipsis) when it is not a plain literal."""
+    if node is None:
+        return None
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return ...
+
+
+def tri_state(node: ast.AST | None) -> str:
+    """A boolean keyword's state: ``true`` | ``false`` | ``unset`` | ``dynamic`` (not a literal)."""
+    if node is None:
+        return "unset"
+    value = literal(node)
+    if value is ...:
+        return "dynamic"
+    return "true" if value else "false"
+
+
+def short(node: ast.AST, limit: int = 60) -> str:
+    """Source text of ``node`` on one line, cut to ``limit`` characters."""
+    try:
+        text = " ".join(ast.unparse(node).split())
+    except (ValueError, RecursionError, AttributeError):  # pragma: no cover - exotic nodes
+        text = type(node).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def mentions_cuda(node: ast.AST) -> bool:
+    """A literal device string that names CUDA (``"cuda"``, ``"cuda:0"``)."""
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda")
+
+
+def has_modulo(node: ast.AST) -> bool:
+    """Whether an ``if`` test looks periodic (``step % 100 == 0``)."""
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node))
+
+
+def names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}

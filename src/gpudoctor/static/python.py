@@ -1,0 +1,349 @@
+"""Checks PyTorch training code with the standard ``ast`` module: one parse, one walk per file.
+
+The walker records *sites* — a DataLoader call, a ``.item()`` inside a training loop, a compiled
+``forward`` that prints — with plain facts about each (``num_workers``, ``periodic``, ``certain``).
+It never decides whether a site is a problem; the rule files under ``rules/`` do, through the
+engine. A *training loop* is a loop (or a function, for step functions) that directly calls
+``.backward()``; calls in loops nested inside it count as in the loop. The walker must not import
+or execute the code it reads, and must not import torch.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from gpudoctor.model import FactValue
+from gpudoctor.static import pynames as pn
+from gpudoctor.static.pyextra import check_call_extras, conv_bias_pairs
+from gpudoctor.static.sites import FileResult, Site, find_ignores
+
+#: Project-wide flags every Python file contributes to (OR-ed over files; see ``static/runner.py``).
+FLAGS = ("uses_cuda", "uses_ddp", "has_distributed_sampler", "pins_memory", "cudnn_benchmark", "uses_no_sync",
+         "has_grad_scaler", "has_autocast", "dataloader_workers")
+
+
+@dataclass
+class _Frame:
+    """A loop or function body whose calls may run once per training step."""
+
+    kind: str  # loop | function
+    node: ast.AST
+    has_backward: bool = False
+    has_autocast: bool = False
+    backward_periodic: bool = False
+    periodic_steps: list[ast.Call] = field(default_factory=list)
+    plain_steps: int = 0
+    events: list[Site] = field(default_factory=list)
+    prints: list[tuple[ast.Call, set[str], bool]] = field(default_factory=list)
+    tensor_names: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Function:
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    class_name: str | None
+    params: set[str]
+    compiled: bool
+    breakers: list[Site] = field(default_factory=list)
+
+
+class PythonChecker(ast.NodeVisitor):
+    """Walks one module once and fills a :class:`FileResult`."""
+
+    def __init__(self, result: FileResult) -> None:
+        self.result = result
+        self.names = pn.Names()
+        self.flags = dict.fromkeys(FLAGS, False)
+        self.frames: list[_Frame] = []
+        self.functions: list[_Function] = []
+        self.class_stack: list[str] = []
+        self.finished_functions: list[_Function] = []
+        self.compiled_classes: set[str] = set()
+        self.var_class: dict[str, str] = {}
+        self.autocast_depth = 0
+        self.periodic_depth = 0
+        self.rank_guard_depth = 0
+        self.skip_calls: set[int] = set()
+        self.first_conv: ast.Call | None = None
+
+    # ---- entry --------------------------------------------------------------------------------
+    def run(self, tree: ast.Module) -> None:
+        self.visit(tree)
+        for fn in self.finished_functions:
+            if fn.compiled or (fn.class_name in self.compiled_classes and fn.node.name == "forward"):
+                self.result.sites.extend(fn.breakers)
+        if self.first_conv is not None:
+            self.emit("python.conv_layer", self.first_conv, layer=pn.short(self.first_conv.func))
+        for site in self.result.sites:  # file-level context every site can be judged with
+            site.values.setdefault("file_uses_cuda", self.flags["uses_cuda"])
+        self.result.flags = self.flags
+
+    def _site(self, scope: str, node: ast.AST, label: str = "", **values: FactValue) -> Site:
+        return Site(scope, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, dict(values), label)
+
+    def emit(self, scope: str, node: ast.AST, label: str = "", **values: FactValue) -> None:
+        self.result.sites.append(self._site(scope, node, label, **values))
+
+    def in_step(self, scope: str, node: ast.AST, **values: FactValue) -> None:
+        """A site that matters only if it runs every step: parked on the innermost frame."""
+        if self.frames:
+            values.setdefault("periodic", self.periodic_depth > 0)
+            self.frames[-1].events.append(self._site(scope, node, **values))
+
+    # ---- imports and names --------------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        self.names.add_import(node)
+        for alias in node.names:
+            if alias.name == "torch.distributed.launch":
+                self.emit("launch.command", node, launcher="torch.distributed.launch", command=alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        self.names.add_import_from(node)
+        if node.module == "torch.distributed" and any(a.name == "launch" for a in node.names):
+            self.emit("launch.command", node, launcher="torch.distributed.launch", command="torch.distributed")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self._check_dotted(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self._check_dotted(node)
+        self.generic_visit(node)
+
+    def _check_dotted(self, node: ast.Name | ast.Attribute) -> None:
+        qual = self.names.qualname(node)
+        if qual is None:
+            return
+        if qual.startswith(pn.DEPRECATED_AMP_PREFIX) and qual.count(".") == 3 and not isinstance(node.ctx, ast.Store):
+            self.emit("python.deprecated_amp", node, api=qual, replacement=qual.replace("torch.cuda.amp.", "torch.amp."))
+        if qual.startswith("torch.cuda.") or qual.endswith(".cuda"):
+            self.flags["uses_cuda"] = True
+        if qual.endswith("DistributedSampler"):
+            self.flags["has_distributed_sampler"] = True
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if pn.mentions_cuda(node):
+            self.flags["uses_cuda"] = True
+
+    # ---- scopes: classes, functions, loops, with, if -------------------------------------------
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.class_stack.append(node.name)
+        self.generic_visit(node)
+        self.class_stack.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        compiled = any(self.names.qualname(d.func if isinstance(d, ast.Call) else d) == "torch.compile"
+                       for d in node.decorator_list)
+        params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)} - {"self", "cls"}
+        fn = _Function(node, self.class_stack[-1] if self.class_stack else None, params, compiled)
+        if node.name == "__init__":
+            for conv, certain in conv_bias_pairs(node.body, self.names):
+                self.emit("python.conv_bias_bn", conv, layer=pn.short(conv.func), certain=certain)
+        saved = (self.autocast_depth, self.periodic_depth, self.rank_guard_depth)
+        self.autocast_depth = self.periodic_depth = self.rank_guard_depth = 0
+        self.functions.append(fn)
+        self.frames.append(_Frame("function", node))
+        for item in (*node.decorator_list, *node.body):
+            self.visit(item)
+        self._close(self.frames.pop())
+        self.finished_functions.append(self.functions.pop())
+        self.autocast_depth, self.periodic_depth, self.rank_guard_depth = saved
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self.frames.append(_Frame("loop", node))
+        self.visit(node.target)
+        for stmt in node.body:
+            self.visit(stmt)
+        self._close(self.frames.pop())
+        for stmt in node.orelse:
+            self.visit(stmt)
+
+    visit_AsyncFor = visit_For  # type: ignore[assignment]
+
+    def visit_While(self, node: ast.While) -> None:
+        self._check_branch(node.test)
+        self.visit(node.test)
+        self.frames.append(_Frame("loop", node))
+        for stmt in node.body:
+            self.visit(stmt)
+        self._close(self.frames.pop())
+        for stmt in node.orelse:
+            self.visit(stmt)
+
+    def visit_If(self, node: ast.If) -> None:
+        self._check_branch(node.test)
+        self.visit(node.test)
+        periodic = pn.has_modulo(node.test)
+        rank_guard = any("rank" in n.lower() or "main_process" in n.lower() for n in pn.names_in(node.test)) or \
+            any(isinstance(n, ast.Attribute) and ("rank" in n.attr or "main_process" in n.attr)
+                for n in ast.walk(node.test))
+        self.periodic_depth += periodic
+        self.rank_guard_depth += rank_guard
+        for stmt in node.body:
+            self.visit(stmt)
+        for stmt in node.orelse:
+            self.visit(stmt)
+        self.periodic_depth -= periodic
+        self.rank_guard_depth -= rank_guard
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        autocast = 0
+        for item in node.items:
+            self.visit(item)
+            expr = item.context_expr
+            if isinstance(expr, ast.Call) and self.names.matches(expr.func, pn.AUTOCAST) and self._autocast_on(expr):
+                autocast = 1
+        self.autocast_depth += autocast
+        if autocast:
+            for frame in self.frames:
+                frame.has_autocast = True
+        for stmt in node.body:
+            self.visit(stmt)
+        self.autocast_depth -= autocast
+
+    visit_AsyncWith = visit_With  # type: ignore[assignment]
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        value = node.value
+        for target in node.targets:
+            qual = self.names.qualname(target)
+            if qual == "torch.backends.cudnn.benchmark" and pn.literal(value) is not False:
+                self.flags["cudnn_benchmark"] = True
+            if isinstance(target, ast.Name) and self.frames and isinstance(value, ast.Call):
+                if not (isinstance(value.func, ast.Attribute) and value.func.attr in pn.SYNC_METHODS):
+                    self.frames[-1].tensor_names.add(target.id)
+            if isinstance(target, ast.Name) and isinstance(value, ast.Call):
+                root = value  # Net().to(device).half() → Net()
+                while isinstance(root.func, ast.Attribute) and isinstance(root.func.value, ast.Call):
+                    root = root.func.value
+                if isinstance(root.func, ast.Name) and root.func.id[:1].isupper():
+                    self.var_class[target.id] = root.func.id
+                if self.names.qualname(value.func) == "torch.compile" and value.args:
+                    self._mark_compiled(value.args[0])
+
+    # ---- calls --------------------------------------------------------------------------------
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        qual = self.names.qualname(func)
+        attr = func.attr if isinstance(func, ast.Attribute) else None
+        if attr == "backward" or qual == "torch.autograd.backward":
+            self._on_backward(node)
+        elif attr == "step" and self.frames:
+            frame = self.frames[-1]
+            if self.periodic_depth:
+                frame.periodic_steps.append(node)
+            else:
+                frame.plain_steps += 1
+        if attr in pn.SYNC_METHODS and id(node) not in self.skip_calls and not node.args:
+            self.in_step("python.loop_call", node, kind=attr, call=pn.short(node, 40))
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+                self.skip_calls.add(id(func.value))  # x.cpu().numpy(): one site, not two
+        elif qual == "torch.cuda.synchronize":
+            self.in_step("python.loop_call", node, kind="synchronize", call=pn.short(node, 40))
+        elif qual == "print" and self.frames:
+            names = set().union(*(pn.names_in(a) for a in node.args)) if node.args else set()
+            self.frames[-1].prints.append((node, names, self.periodic_depth > 0))
+        if self.functions and (qual == "print" or (attr in pn.GRAPH_BREAK_METHODS and not node.args)):
+            what = "print()" if qual == "print" else f".{attr}()"
+            self.functions[-1].breakers.append(self._site("python.compiled_forward", node, breaker=what,
+                                                          certain=True, call=pn.short(node, 40)))
+        check_call_extras(self, node, qual, attr)
+        self.generic_visit(node)
+
+    def _on_backward(self, node: ast.Call) -> None:
+        if self.autocast_depth:
+            self.emit("python.autocast_backward", node, call=pn.short(node, 40))
+        if self.frames:
+            frame = self.frames[-1]
+            frame.has_backward = True
+            frame.backward_periodic = frame.backward_periodic or self.periodic_depth > 0
+            receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+            frame.tensor_names |= pn.names_in(receiver) if receiver is not None else set()
+
+    def _autocast_on(self, call: ast.Call) -> bool:
+        enabled = pn.keyword(call, "enabled")
+        return enabled is None or pn.literal(enabled) is not False
+
+    def autocast_is_fp16(self, call: ast.Call) -> bool:
+        """CUDA autocast defaults to float16; torch.cuda.amp.autocast is CUDA by definition."""
+        qual = self.names.qualname(call.func) or ""
+        device = pn.keyword(call, "device_type") or (call.args[0] if call.args else None)
+        if "cuda.amp" not in qual and pn.literal(device) != "cuda":
+            return False
+        dtype = pn.keyword(call, "dtype")
+        if dtype is None:
+            return True
+        return self.names.qualname(dtype) in ("torch.float16", "torch.half")
+
+    def _mark_compiled(self, arg: ast.expr) -> None:
+        if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name):
+            self.compiled_classes.add(arg.func.id)
+        elif isinstance(arg, ast.Name) and arg.id in self.var_class:
+            self.compiled_classes.add(self.var_class[arg.id])
+
+    def _check_branch(self, test: ast.expr) -> None:
+        """A Python branch on a tensor's value inside a function: a graph break if it is compiled."""
+        if not self.functions:
+            return
+        fn = self.functions[-1]
+        reductions = {"sum", "mean", "max", "min", "any", "all", "norm", "item"}
+        certain = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in reductions
+                      and isinstance(n.func.value, ast.Name) and n.func.value.id in fn.params for n in ast.walk(test))
+        maybe = any(isinstance(n, ast.Compare) and not any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
+                                                           for o in n.ops)
+                    and any(isinstance(x, ast.Name) and x.id in fn.params for x in (n.left, *n.comparators))
+                    for n in ast.walk(test))
+        if certain or maybe:
+            fn.breakers.append(self._site("python.compiled_forward", test, breaker="data-dependent branch",
+                                          certain=certain, call=f"if {pn.short(test, 40)}"))
+
+    # ---- closing a loop or function -----------------------------------------------------------
+    def _close(self, frame: _Frame) -> None:
+        parent = self.frames[-1] if self.frames else None
+        if not frame.has_backward:
+            if parent is not None and frame.kind == "loop":
+                parent.events.extend(frame.events)
+                parent.prints.extend(frame.prints)
+                parent.tensor_names |= frame.tensor_names
+                parent.has_autocast = parent.has_autocast or frame.has_autocast
+            return
+        in_function = frame.kind == "function"
+        for call, names, periodic in frame.prints:
+            if names & frame.tensor_names:
+                frame.events.append(self._site("python.loop_call", call, kind="print", call=pn.short(call, 40),
+                                               periodic=periodic))
+        for site in frame.events:
+            site.values["in_step_function"] = in_function
+            self.result.sites.append(site)
+        self.emit("python.training_loop", frame.node, has_autocast=frame.has_autocast or self.autocast_depth > 0,
+                  in_step_function=in_function)
+        if frame.periodic_steps and not frame.backward_periodic and not frame.plain_steps:
+            self.emit("python.grad_accumulation", frame.periodic_steps[0], call=pn.short(frame.periodic_steps[0], 40))
+
+
+def check_python(path: str, data: bytes) -> FileResult:
+    """Parse ``data`` (the file's bytes, so PEP 263 coding lines are honoured) and walk it once."""
+    result = FileResult(path=path, kind="python")
+    try:
+        tree = ast.parse(data, filename=path)
+    except SyntaxError as exc:
+        result.error("syntax-error", f"{exc.msg}", exc.lineno or 1, (exc.offset or 0) or 1)
+        return result
+    except (ValueError, UnicodeDecodeError, MemoryError, RecursionError) as exc:
+        result.error("unreadable", f"{type(exc).__name__}: {exc}")
+        return result
+    try:
+        text = data.decode("utf-8", errors="replace")
+    except LookupError:  # pragma: no cover
+        text = ""
+    result.ignores = find_ignores(text)
+    checker = PythonChecker(result)
+    try:
+        checker.run(tree)
+    except RecursionError:
+        result.error("too-deep", "the file nests too deeply to be walked")
+    return result

@@ -1,0 +1,87 @@
+"""Runs every static checker over a set of paths and returns fact sets for the rules engine.
+
+One read and one parse per file. Files are checked in worker processes when there are enough of
+them and more than one CPU (measured: see bench/README.md); results come back as plain picklable
+:class:`FileResult` objects. Project-wide context (does any checked file use CUDA, DDP, DataLoader
+workers, a GradScaler…) becomes one fact set of scope ``run`` that every static rule can read.
+This module decides nothing about findings.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from gpudoctor.model import FactSet, Source
+from gpudoctor.static.files import iter_files, read_bytes
+from gpudoctor.static.sites import FileResult
+
+#: Below this many files one process is faster than starting workers.
+MIN_FILES_FOR_WORKERS = 200
+
+
+@dataclass
+class StaticRun:
+    """All fact sets of one ``check`` run, with what suppresses findings and what was read."""
+
+    factsets: list[FactSet] = field(default_factory=list)
+    ignores: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)
+    files_by_kind: dict[str, int] = field(default_factory=dict)
+    flags: dict[str, bool] = field(default_factory=dict)
+
+
+def check_file(path: str, kind: str) -> FileResult:
+    """Check one file of a known kind; never raises for bad content."""
+    data, problem = read_bytes(path)
+    if data is None:
+        result = FileResult(path=path, kind=kind)
+        reason, _, detail = problem.partition(": ")
+        result.error(reason, detail)
+        return result
+    if kind == "python":
+        from gpudoctor.static.python import check_python
+
+        return check_python(path, data)
+    from gpudoctor.static.deploy import check_deploy_file
+
+    return check_deploy_file(path, kind, data)
+
+
+def _check_chunk(items: list[tuple[str, str]]) -> list[FileResult]:
+    return [check_file(path, kind) for path, kind in items]
+
+
+def run_checks(paths: Iterable[str], jobs: int | None = None) -> StaticRun:
+    """Check every file under ``paths``; ``jobs`` worker processes (default: CPU count)."""
+    items = list(iter_files(paths))
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if workers > 1 and len(items) >= MIN_FILES_FOR_WORKERS:
+        size = max(16, len(items) // (workers * 8))
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = [r for chunk in pool.map(_check_chunk, chunks) for r in chunk]
+    else:
+        results = _check_chunk(items)
+    return collect(results)
+
+
+def collect(results: list[FileResult]) -> StaticRun:
+    """Turn file results into fact sets plus the project-wide ``run`` fact set."""
+    from gpudoctor.static.python import FLAGS
+
+    run = StaticRun()
+    flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
+    for result in results:
+        run.files_by_kind[result.kind] = run.files_by_kind.get(result.kind, 0) + 1
+        run.factsets.extend(result.factsets())
+        if result.ignores:
+            run.ignores[result.path] = result.ignores
+        for name, value in result.flags.items():
+            flags[name] = flags.get(name, False) or value
+    run.flags = flags
+    run.factsets.append(FactSet(scope="run", source=Source.STATIC,
+                                values={**{f"project_{k}": v for k, v in flags.items()},
+                                        "project_python_files": run.files_by_kind.get("python", 0)}))
+    return run
