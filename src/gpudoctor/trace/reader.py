@@ -86,6 +86,7 @@ class _Event(msgspec.Struct, gc=False):
 class _DeviceProperties(msgspec.Struct):
     name: str = ""
     totalGlobalMem: int | None = None
+    computeMajor: int | None = None
 
 
 class _DistributedInfo(msgspec.Struct):
@@ -137,6 +138,7 @@ class RankTrace:
     events: EventTable
     device_name: str | None = None
     device_memory_bytes: int | None = None
+    compute_major: int | None = None
     world_size: int | None = None
     backend: str | None = None
     schema: str = "kineto"         # "kineto" | "kineto-2021"
@@ -396,10 +398,11 @@ def _rank_trace(path: Path, position: int, header: _Header, builder: _Builder) -
         else:
             rank, rank_from = position, "position"
         notes.append(f"{path.name}: no distributedInfo; rank {rank} taken from the {rank_from}.")
-    device_name = mem = None
+    device_name = mem = major = None
     if header.deviceProperties:
         device_name = header.deviceProperties[0].name or None
         mem = header.deviceProperties[0].totalGlobalMem
+        major = header.deviceProperties[0].computeMajor
     else:
         notes.append(f"{path.name}: no deviceProperties: GPU model unknown.")
     if not any(k in (K_KERNEL, K_MEMCPY, K_MEMSET) for k in set(table.kind)):
@@ -412,7 +415,7 @@ def _rank_trace(path: Path, position: int, header: _Header, builder: _Builder) -
         notes.append(f"{path.name}: the trace has no complete events.")
     return RankTrace(
         path=str(path), rank=rank, rank_from=rank_from, events=table,
-        device_name=device_name, device_memory_bytes=mem,
+        device_name=device_name, device_memory_bytes=mem, compute_major=major,
         world_size=dist.world_size if dist else None, backend=dist.backend if dist else None,
         schema="kineto-2021" if builder.old_schema else "kineto", notes=notes,
         size_bytes=_size(path),
