@@ -1,0 +1,119 @@
+"""The Kineto reader on real traces of every kind, and its one-sentence errors on bad files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.trace.reader import K_KERNEL, K_MEMCPY, find_trace_files, load_trace, read_traces
+
+
+def test_today_schema_with_ns_timestamps(trace_file: Callable[[str], Path]) -> None:
+    tr = load_trace(trace_file("h200/resnet_fp32.json.gz"))
+    assert tr.schema == "kineto"
+    assert tr.events.ns_resolution
+    assert tr.device_name == "NVIDIA H200"
+    assert tr.rank == 0 and tr.rank_from == "position"
+    assert sum(1 for k in tr.events.kind if k == K_KERNEL) == 1504  # what the file holds
+    assert any("no distributedInfo" in n for n in tr.notes)
+
+
+def test_2021_schema_categories(trace_file: Callable[[str], Path]) -> None:
+    tr = load_trace(trace_file(
+        "public/tb_plugin_resnet50/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"))
+    assert tr.schema == "kineto-2021"
+    assert not tr.events.ns_resolution
+    names = tr.events.names
+    assert any(tr.events.kind[i] == K_MEMCPY and names[tr.events.name[i]].startswith("Memcpy HtoD (Pageable")
+               for i in range(len(tr.events)))
+
+
+def test_rank_from_distributed_info_and_file_name(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    assert load_trace(trace_file("public/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")).rank == 34
+    # Same content without distributedInfo, under a rank-named file: the name decides.
+    doc = json.loads(gzip.decompress(trace_file("public/hta/triton_example/triton_example.json.gz").read_bytes()))
+    doc.pop("distributedInfo", None)
+    target = tmp_path / "job_rank7.json"
+    target.write_text(json.dumps(doc))
+    tr = load_trace(target)
+    assert (tr.rank, tr.rank_from) == (7, "file name")
+
+
+@pytest.mark.parametrize("relative", [
+    "public/hta/mtia_trace_single_rank/mtia_rank_0.json.gz",
+    "public/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "public/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "public/hta/rank_non_gpu/rank_non_gpu.json.gz",
+    "public/hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
+])
+def test_edge_case_traces_load_with_a_note(relative: str, trace_file: Callable[[str], Path]) -> None:
+    tr = load_trace(trace_file(relative))
+    assert len(tr.events) > 0
+    assert tr.notes, "an unusual trace must say what is missing"
+
+
+def test_chunked_decoding_matches_whole_file(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    """Decoding the traceEvents array in 64 KiB chunks gives exactly the single-chunk result."""
+    src = trace_file("h200/loader_bound.json.gz")
+    whole = load_trace(src, chunk_bytes=1 << 30).events
+    small = load_trace(src, chunk_bytes=1 << 16).events
+    assert len(whole) == len(small) > 10_000
+    assert [whole.names[i] for i in whole.name] == [small.names[i] for i in small.name]
+    assert list(whole.ts) == list(small.ts)
+    assert list(whole.correlation) == list(small.correlation)
+
+
+def test_compact_json_without_kineto_layout(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    """A trace re-written by json.dump (one line) is read by the whole-file path."""
+    doc = json.loads(gzip.decompress(trace_file("h200/compile_break.json.gz").read_bytes()))
+    target = tmp_path / "compact.json"
+    target.write_text(json.dumps(doc, separators=(",", ":")))
+    assert len(load_trace(target).events) == len(load_trace(trace_file("h200/compile_break.json.gz")).events)
+
+
+def _expect_usage_error(path: Path, fragment: str) -> None:
+    with pytest.raises(UserError) as info:
+        load_trace(path)
+    assert info.value.code == ExitCode.USAGE
+    message = str(info.value)
+    assert fragment in message and "\n" not in message
+
+
+def test_truncated_gzip(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    data = trace_file("h200/resnet_bf16.json.gz").read_bytes()
+    bad = tmp_path / "cut.json.gz"
+    bad.write_bytes(data[: len(data) // 2])
+    _expect_usage_error(bad, "truncated or corrupt")
+
+
+def test_truncated_json(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    text = gzip.decompress(trace_file("h200/compile_break.json.gz").read_bytes())
+    bad = tmp_path / "cut.json"
+    bad.write_bytes(text[: len(text) * 2 // 3])
+    _expect_usage_error(bad, "not a valid trace")
+
+
+def test_not_json(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    bad = tmp_path / "notes.json"
+    bad.write_text("this is not json at all\n")
+    _expect_usage_error(bad, "not a valid trace")
+
+
+def test_foreign_json(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    bad = tmp_path / "package.json"
+    bad.write_text(json.dumps({"name": "left-pad", "version": "1.3.0"}))
+    _expect_usage_error(bad, "not a torch.profiler trace")
+
+
+def test_directory_of_ranks_and_missing_paths(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    traces = read_traces([trace_file("public/hta/trace_filter")])
+    assert sorted(t.rank for t in traces) == [0, 1]
+    with pytest.raises(UserError):
+        find_trace_files([tmp_path / "nope"])
+    with pytest.raises(UserError):
+        find_trace_files([tmp_path])  # empty directory
