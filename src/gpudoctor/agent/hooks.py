@@ -48,6 +48,7 @@ class TorchHooks:
         self._dataloader_orig: Any = None
         self._dataloader_wrapper: Any = None
         self._dynamo_patches: list[tuple[Any, str, Any, Any]] = []  # (owner, attr, original, wrapper)
+        self._compile_patch: tuple[Any, Any, Any] | None = None      # (torch, original, wrapper)
         self._autocast_handle: Any = None
         self.dataloader_hooked = False
         self.graph_break_reasons: dict[str, int] = {}
@@ -65,6 +66,8 @@ class TorchHooks:
                     self._hook_optimizer()
                 if self._dataloader_cls is None:
                     self._hook_dataloader()
+                if self._compile_patch is None:
+                    self._hook_torch_compile()
                 if not self._dynamo_patches:
                     self._hook_dynamo()
             except Exception:
@@ -98,6 +101,30 @@ class TorchHooks:
         self._dataloader_cls, self._dataloader_orig, self._dataloader_wrapper = cls, original, __next__
         self.dataloader_hooked = True
 
+    def waiting_for_torch(self) -> bool:
+        """True while torch is being imported and the step hook is not in yet (tick fast then)."""
+        return self._active and "torch" in sys.modules and self._optimizer_handle is None
+
+    def _hook_torch_compile(self) -> None:
+        """Wrap ``torch.compile`` so dynamo's hooks go in before the first compiled call traces."""
+        torch = _loaded("torch")
+        original = getattr(torch, "compile", None) if torch is not None else None
+        if original is None:
+            return
+        hooks_ref = weakref.ref(self)
+
+        def compile(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            hooks = hooks_ref()
+            if hooks is not None:
+                _quiet(hooks.install_when_loaded)
+            return result
+
+        compile.__wrapped__ = original  # type: ignore[attr-defined]
+        compile.__doc__ = original.__doc__
+        torch.compile = compile
+        self._compile_patch = (torch, original, compile)
+
     def _hook_dynamo(self) -> None:
         sc = _loaded("torch._dynamo.symbolic_convert")
         cf = _loaded("torch._dynamo.convert_frame")
@@ -129,6 +156,11 @@ class TorchHooks:
                 if owner.__dict__.get(attr) is wrapper:
                     setattr(owner, attr, original)
             self._dynamo_patches.clear()
+            if self._compile_patch is not None:
+                torch, original, wrapper = self._compile_patch
+                if getattr(torch, "compile", None) is wrapper:
+                    torch.compile = original
+                self._compile_patch = None
             self.disarm_autocast_probe()
 
     # -- hook bodies (training thread) ------------------------------------------------------

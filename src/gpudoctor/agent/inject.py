@@ -28,23 +28,28 @@ from gpudoctor.exitcodes import ExitCode
 #: The directory that holds the ``gpudoctor`` package: put on the target's sys.path while importing.
 PACKAGE_PARENT = str(Path(gpudoctor.__file__).resolve().parent.parent)
 
+# The injected code only starts a thread and returns. hypno runs it from a library constructor, i.e.
+# while the target holds the dynamic loader's lock: importing an extension module (dlopen) from any
+# thread during that time would deadlock, so the real start waits until the injector has returned.
 _SNIPPET = """\
-import sys as _gd_sys
-_gd_path = {path!r}
-_gd_added = _gd_path not in _gd_sys.path
-if _gd_added:
-    _gd_sys.path.insert(0, _gd_path)
-try:
-    from gpudoctor.agent import runtime as _gd_runtime
-    _gd_runtime.install("inject")
-except Exception as _gd_exc:
-    _gd_sys.stderr.write("gpudoctor: the agent did not start: %s: %s\\n" % (type(_gd_exc).__name__, _gd_exc))
-finally:
-    if _gd_added and _gd_path in _gd_sys.path:
-        _gd_sys.path.remove(_gd_path)
-    for _gd_name in ("_gd_path", "_gd_added", "_gd_runtime", "_gd_exc", "_gd_sys"):
-        globals().pop(_gd_name, None)
+import sys as _gd_sys, threading as _gd_threading, time as _gd_time
+def _gd_start(path={path!r}, sys=_gd_sys, time=_gd_time):
+    time.sleep({delay_s!r})
+    added = path not in sys.path
+    if added:
+        sys.path.insert(0, path)
+    try:
+        from gpudoctor.agent import runtime
+        runtime.install("inject")
+    except Exception as exc:
+        sys.stderr.write("gpudoctor: the agent did not start: %s: %s\\n" % (type(exc).__name__, exc))
+    finally:
+        if added and path in sys.path:
+            sys.path.remove(path)
+_gd_threading.Thread(target=_gd_start, name="gpudoctor-inject", daemon=True).start()
+del _gd_sys, _gd_threading, _gd_time, _gd_start
 """
+INJECT_START_DELAY_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -61,21 +66,32 @@ class InjectResult:
 
 def injection_code() -> str:
     """The Python source run inside the target: import the agent from gpudoctor's install and start it."""
-    return _SNIPPET.format(path=PACKAGE_PARENT)
+    return _SNIPPET.format(path=PACKAGE_PARENT, delay_s=INJECT_START_DELAY_S)
 
 
 def python_version_of(pid: int) -> tuple[int, int] | None | bool:
-    """(major, minor) of the Python in ``pid``; None when it is Python of unknown version; False when not Python."""
+    """(major, minor) of the Python in ``pid``; None when unknown (Python of unknown version, or its
+    /proc entries are not readable, e.g. a non-dumpable process); False when it is not Python."""
     names: list[str] = []
-    with contextlib.suppress(OSError):
+    denied = False
+    try:
         names.append(os.path.basename(os.readlink(f"/proc/{pid}/exe")))
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as fh:
-        names.extend(line.rsplit("/", 1)[-1].strip() for line in fh if "python" in line)
+    except PermissionError:
+        denied = True
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as fh:
+            names.extend(line.rsplit("/", 1)[-1].strip() for line in fh if "python" in line)
+    except PermissionError:
+        denied = True
+    except OSError:
+        pass
     for name in names:
         match = re.match(r"(?:lib)?python(\d)\.(\d+)", name)
         if match:
             return int(match.group(1)), int(match.group(2))
-    if any(re.match(r"python\d?$", n) for n in names):
+    if any(re.match(r"python\d?$", n) for n in names) or denied:
         return None
     return False
 

@@ -4,12 +4,12 @@ A profiler started from a background thread misses the training thread's CPU ops
 H200, see DESIGN.md), so the socket thread only *arms* a window; the step hook starts it at the next
 step boundary and stops it after N steps, whether or not a client is still connected. If steps stop
 arriving, the socket thread's tick ends the window after its time limit. A profiler the user
-already runs is detected and left alone. Standard library plus the target's torch only.
+already runs is detected and left alone. The window is one warm-up step plus N recorded steps,
+each marked ``ProfilerStep#k`` in the trace, as torch.profiler's own schedule does. Standard library plus the target's torch only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
@@ -45,6 +45,7 @@ class ProfileWindow:
         self.detail = ""
         self._deadline = 0.0
         self._prof: Any = None
+        self._trace_written = False
 
     def snapshot(self) -> dict[str, Any]:
         return {"status": self.status, "steps_requested": self.steps_requested,
@@ -76,14 +77,16 @@ class ProfileWindow:
             self._start()
         elif self.status == "recording":
             with self._lock:
-                if self.status != "recording":
+                if self.status != "recording" or self._prof is None:
                     return
-                self.steps_done += 1
-                if self.steps_done >= self.steps_requested:
-                    self._finish("")
+                try:
+                    self._prof.step()      # one warm-up step, then N recorded ProfilerStep#k ranges
+                    self.steps_done = min(self.steps_requested, max(0, self._prof.step_num - 1))
+                except Exception as exc:
+                    self._fail(f"torch.profiler failed during the window: {type(exc).__name__}: {exc}")
                     return
-            with contextlib.suppress(Exception):
-                self._prof.step()
+                if self._trace_written:
+                    self._close("")
 
     def _start(self) -> None:
         with self._lock:
@@ -98,7 +101,11 @@ class ProfileWindow:
                 torch = sys.modules["torch"]
                 if torch.cuda.is_available() and torch.cuda.is_initialized():
                     activities.append(tp.ProfilerActivity.CUDA)
-                self._prof = tp.profile(activities=activities, record_shapes=False, with_stack=False)
+                self._trace_written = False
+                self._prof = tp.profile(
+                    activities=activities, record_shapes=False, with_stack=False,
+                    schedule=tp.schedule(wait=0, warmup=1, active=self.steps_requested, repeat=1),
+                    on_trace_ready=self._write_trace)
                 self._prof.start()
                 self.status = "recording"
             except Exception as exc:
@@ -107,19 +114,31 @@ class ProfileWindow:
 
     # -- any thread ------------------------------------------------------------------------
 
-    def _finish(self, detail: str) -> None:
-        """Stop the profiler and write the trace (0600). Caller holds the lock."""
+    def _write_trace(self, prof: Any) -> None:
+        """torch.profiler's on_trace_ready: export the window to a private file (0600)."""
+        path = self._dir / f"trace-{os.getpid()}-{int(time.time() * 1000)}.pt.trace.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        prof.export_chrome_trace(str(path))
+        os.chmod(path, 0o600)
+        self.trace_path, self._trace_written = str(path), True
+
+    def _close(self, detail: str) -> None:
+        """Stop the profiler (writing the trace if it is still recording). Caller holds the lock."""
         prof, self._prof = self._prof, None
         try:
-            prof.stop()
-            path = self._dir / f"trace-{os.getpid()}-{int(time.time() * 1000)}.pt.trace.json"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            os.close(fd)
-            prof.export_chrome_trace(str(path))
-            os.chmod(path, 0o600)
-            self.trace_path, self.status, self.detail = str(path), "done", detail
+            if prof is not None:
+                prof.stop()
         except Exception as exc:
-            self.status, self.detail = "failed", f"writing the trace failed: {type(exc).__name__}: {exc}"
+            self._fail(f"stopping torch.profiler failed: {type(exc).__name__}: {exc}")
+            return
+        if self._trace_written:
+            self.status, self.detail = "done", detail
+        else:
+            self._fail(detail or "the window ended before a step was recorded; nothing written.")
+
+    def _fail(self, detail: str) -> None:
+        self.status, self.detail, self._prof = "failed", detail, None
 
     def tick(self) -> None:
         """From the socket thread: end a window whose time limit has passed."""
@@ -133,4 +152,4 @@ class ProfileWindow:
             if self.status == "armed":
                 self.status, self.detail = "failed", f"no training step arrived before {why}; nothing recorded."
             elif self.status == "recording":
-                self._finish(f"stopped early ({why}) after {self.steps_done} of {self.steps_requested} steps.")
+                self._close(f"stopped early ({why}) after {self.steps_done} of {self.steps_requested} steps.")

@@ -27,6 +27,7 @@ PROTOCOL_VERSION = 1
 STEP_HISTORY = 1024
 SAMPLE_EVERY_STEPS = 10
 AUTOCAST_SAMPLE_EVERY_STEPS = 50
+FAST_TICK_S = 0.005
 
 _lock = threading.Lock()
 _agent: Agent | None = None
@@ -77,9 +78,11 @@ class Agent:
 
     # -- socket thread ---------------------------------------------------------------------
 
-    def tick(self) -> None:
+    def tick(self) -> float | None:
+        """Socket-thread housekeeping; returns the next tick delay (short while torch is importing)."""
         self.torch_hooks.install_when_loaded()
         self.profile.tick()
+        return FAST_TICK_S if self.torch_hooks.waiting_for_torch() else None
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")

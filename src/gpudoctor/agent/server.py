@@ -35,10 +35,20 @@ def peer_uid(conn: socket.socket) -> int | None:
         return None
 
 
+def _name_native_thread(name: bytes) -> None:
+    """Give this thread a kernel-visible name (``top -H``, /proc/<pid>/task/*/comm). Best effort."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)  # PR_SET_NAME
+    except Exception:
+        pass
+
+
 class AgentServer:
     """Accepts clients on ``path`` and answers their requests from a daemon thread."""
 
-    def __init__(self, path: Path, handler: Handler, tick: Callable[[], None]) -> None:
+    def __init__(self, path: Path, handler: Handler, tick: Callable[[], float | None]) -> None:
         self.path = path
         self._handler = handler
         self._tick = tick
@@ -80,18 +90,22 @@ class AgentServer:
     # -- the thread ------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        _name_native_thread(b"gpudoctor-agent")
         sel = selectors.DefaultSelector()
         sel.register(self._listener, selectors.EVENT_READ, "listen")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         try:
+            timeout_s: float | None = TICK_S
             while not self._stop.is_set():
-                for key, _ in sel.select(timeout=TICK_S):
+                for key, _ in sel.select(timeout=timeout_s or TICK_S):
                     if key.data == "listen":
                         self._accept(sel)
                     elif key.data == "conn":
                         self._serve(sel, key.fileobj)  # type: ignore[arg-type]
-                with contextlib.suppress(Exception):
-                    self._tick()
+                try:
+                    timeout_s = self._tick()      # the agent may ask for a faster tick for a while
+                except Exception:
+                    timeout_s = TICK_S
         except Exception:  # the agent must never take the target down
             pass
         finally:

@@ -1,0 +1,201 @@
+"""The injection path end to end: hypno into a running CPU torch loop, stats, profile, detach."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.agent.client import AgentLost, find_agent, inject
+from gpudoctor.agent.paths import find_socket
+from gpudoctor.exitcodes import ExitCode
+from agent_helpers import Target, agent_threads
+
+pytest.importorskip("hypno", reason="the optional injector (gpudoctor[inject]) is not installed")
+
+
+def _inject(target: Target):  # type: ignore[no-untyped-def]
+    result = inject(target.pid, timeout_s=20)
+    assert result.ok, result.reason
+    assert result.method == "hypno"
+    assert result.client is not None
+    return result.client
+
+
+def _wait_stats(client, min_steps: int = 10, timeout_s: float = 15.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stats = client.stats()
+        if stats.window_steps >= min_steps or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.2)
+
+
+def test_inject_stats_profile_detach(target_factory: type[Target]) -> None:
+    # 4 ms of Dataset sleep per sample × 16 per batch ≈ 64 ms of data wait per step, ~2 ms compute.
+    target = target_factory("--load-ms", "1", "--compute-ms", "5").wait_ready()
+    rate_before = target.rate(2.0)
+    client = _inject(target)
+    stats = _wait_stats(client)
+    assert client.last_stats_reply["step_source"] == "optimizer"
+    assert stats.steps_total >= 10 and stats.step_time_p50_ms is not None
+    # the loop's own tick rate and the agent's step rate agree within 25 %
+    assert stats.steps_per_s == pytest.approx(rate_before, rel=0.25)
+    # data wait: 16 × 1 ms sleeps per step against ~5 ms of compute → most of the step
+    assert stats.data_wait_pct is not None and 50 < stats.data_wait_pct < 95
+    assert stats.data_wait_p50_ms is not None and stats.data_wait_p50_ms >= 16
+    assert stats.tf32_matmul is False and stats.cudnn_benchmark is False
+    assert stats.cuda_mem_allocated_mib is None  # CPU only: no CUDA numbers, never made up
+
+    status = client.profile(steps=3, timeout_s=30)
+    assert status.status in ("armed", "recording")
+    refused = None
+    try:
+        client.profile(steps=3)
+    except Exception as exc:  # a second window while one runs is refused with a sentence
+        refused = str(exc)
+    assert refused and "already" in refused
+    done = client.wait_profile(30)
+    assert done.status == "done", done.detail
+    assert done.steps_done == 3
+    trace = Path(done.trace_path or "")
+    assert stat.S_IMODE(trace.stat().st_mode) == 0o600
+    assert stat.S_IMODE(trace.parent.stat().st_mode) == 0o700
+    events = json.loads(trace.read_text())["traceEvents"]
+    step_marks = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert len(step_marks) >= 2          # steps 2 and 3 are marked; step 1 starts at profiler start
+    assert any(e.get("name") == "aten::addmm" for e in events)   # the training thread's CPU ops
+
+    socket_path = client.socket_path
+    client.detach()
+    deadline = time.monotonic() + 5
+    while (socket_path.exists() or agent_threads(target.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not socket_path.exists()
+    assert agent_threads(target.pid) == []
+    assert target.alive()
+    rate_after = target.rate(2.0)
+    assert rate_after == pytest.approx(rate_before, rel=0.2)
+    trace.unlink()
+
+
+def test_profile_trace_goes_through_analyze_paths(target_factory: type[Target]) -> None:
+    analysis = pytest.importorskip("gpudoctor.trace.analysis", reason="trace analysis not in this build")
+    from gpudoctor.catalog import load_catalog
+
+    target = target_factory("--compute-ms", "1").wait_ready()
+    client = _inject(target)
+    client.profile(steps=3, timeout_s=30)
+    done = client.wait_profile(30)
+    assert done.status == "done", done.detail
+    client.detach()
+    report = analysis.analyze_paths([done.trace_path], load_catalog([]))
+    assert report.inputs == [done.trace_path]
+    assert report.data["ranks"], "the trace reader found no rank in the agent's trace"
+    Path(done.trace_path or "").unlink()
+
+
+def test_attach_detach_cycles_and_two_clients(target_factory: type[Target]) -> None:
+    target = target_factory("--compute-ms", "3").wait_ready()
+    for _cycle in range(3):
+        first = _inject(target)
+        second = find_agent(target.pid)
+        assert second is not None
+        a, b = first.stats(), second.stats()
+        assert a.steps_total <= b.steps_total      # the same agent, answering both connections
+        second.close()
+        first.detach()
+        deadline = time.monotonic() + 5
+        while find_socket(target.pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert find_socket(target.pid) is None
+        assert find_agent(target.pid) is None
+    assert target.alive()
+    target.wait_steps(5)
+
+
+def test_client_killed_mid_profile_window_still_finishes(target_factory: type[Target]) -> None:
+    target = target_factory("--compute-ms", "20").wait_ready()
+    client = _inject(target)
+    # A separate client process asks for 15 steps (~0.4 s) and is SIGKILLed while it records.
+    asker = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from gpudoctor.agent.client import find_agent\n"
+        "c = find_agent(int(sys.argv[1])); c.profile(steps=15, timeout_s=60)\n"
+        "print('asked', flush=True); time.sleep(60)\n"), str(target.pid)], stdout=subprocess.PIPE, text=True)
+    assert asker.stdout is not None and asker.stdout.readline().strip() == "asked"
+    deadline = time.monotonic() + 10
+    while client.profile_status().status != "recording" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    asker.kill()
+    asker.wait()
+    done = client.wait_profile(30)
+    assert done.status == "done" and done.steps_done == 15, done
+    assert Path(done.trace_path or "").stat().st_size > 0
+    assert target.alive()
+    target.wait_steps(5)
+    client.detach()
+    Path(done.trace_path or "").unlink()
+
+
+def test_profile_time_limit_when_steps_stop(target_factory: type[Target]) -> None:
+    # 300 ms per sample × 16 per batch: the next step boundary is ~5 s away, the limit is 1 s.
+    target = target_factory("--load-ms", "300", "--compute-ms", "0")
+    assert target.ready.wait(60)
+    client = _inject(target)
+    client.profile(steps=3, timeout_s=1)
+    done = client.wait_profile(10)
+    assert done.status in ("failed", "done")
+    assert "time limit" in done.detail
+    assert target.alive()
+    client.detach()
+
+
+def test_target_exits_mid_attach(target_factory: type[Target]) -> None:
+    target = target_factory("--seconds", "4", "--compute-ms", "3").wait_ready()
+    client = _inject(target)
+    socket_path = client.socket_path
+    client.stats()
+    target.proc.wait(timeout=30)
+    with pytest.raises(AgentLost):
+        for _ in range(3):
+            client.stats()
+    assert find_agent(target.pid) is None
+    assert not socket_path.exists()       # removed at interpreter exit
+
+
+def test_no_agent_in_dataloader_workers(target_factory: type[Target]) -> None:
+    import psutil
+
+    target = target_factory("--workers", "2", "--load-ms", "1").wait_ready()
+    client = _inject(target)
+    stats = _wait_stats(client, min_steps=5)
+    assert stats.data_wait_pct is not None
+    workers = psutil.Process(target.pid).children()
+    assert len(workers) == 2
+    for w in workers:
+        assert find_socket(w.pid) is None
+    client.detach()
+
+
+def test_refusals_are_one_sentence_with_distinct_codes() -> None:
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        r = inject(sleeper.pid, timeout_s=5)
+        assert (r.ok, r.code) == (False, ExitCode.NOT_PYTHON)
+        assert "not a Python process" in r.reason and r.reason.count(". ") == 0
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    r = inject(dead.pid, timeout_s=5)
+    assert (r.ok, r.code) == (False, ExitCode.NO_SUCH_PROCESS)
+    assert "does not exist" in r.reason
+    assert os.path.exists("/proc/1")
