@@ -138,7 +138,6 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
     from rich.console import Console, Group
     from rich.panel import Panel
     from rich.syntax import Syntax
-    from rich.table import Table
     from rich.text import Text
 
     is_tty = out.isatty() if hasattr(out, "isatty") else False
@@ -169,14 +168,7 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
                                     background_color="default"))
         console.print(Panel(Group(*parts), title=head, title_align="left", border_style="dim", expand=True))
     for table in report.tables:
-        t = Table(title=table.title, title_justify="left", title_style="bold", header_style="bold", box=None,
-                  pad_edge=False)
-        for col in table.columns:
-            t.add_column(col, justify="left" if col in ("rank", "file", "name", "gpu", "metric") else "right",
-                         overflow="fold")
-        for row in table.rows:
-            t.add_row(*(_fmt(row.get(c)) for c in table.columns))
-        console.print(t)
+        console.print(_rich_table(table, console.width))
         console.print()
     if report.not_evaluated:
         console.print(Text("Not evaluated (evidence missing):", style="bold"))
@@ -185,3 +177,30 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
         console.print()
     for note in report.notes:
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def _rich_table(table: MetricTable, width: int) -> Any:
+    """A rich table; wide tables with few rows are turned on their side (metrics down, rows across)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    heading = Text(table.title, style="bold")
+    needed = sum(max(len(c), 6) + 2 for c in table.columns)
+    if needed <= width or len(table.rows) > 8 or len(table.columns) < 3:
+        for col in table.columns:
+            t.add_column(col, justify="left" if col in _TEXT_COLUMNS else "right", overflow="fold")
+        for row in table.rows:
+            t.add_row(*(_fmt(row.get(c)) for c in table.columns))
+        return Group(heading, t)
+    key, *metrics = table.columns
+    t.add_column("metric", justify="left", no_wrap=True)
+    for row in table.rows:
+        t.add_column(f"{key} {_fmt(row.get(key))}", justify="right")
+    for metric in metrics:
+        t.add_row(metric, *(_fmt(row.get(metric)) for row in table.rows))
+    return Group(heading, t)
+
+
+_TEXT_COLUMNS = {"rank", "file", "name", "gpu", "metric", "pid", "role", "code", "where"}
