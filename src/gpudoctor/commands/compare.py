@@ -40,7 +40,8 @@ def _trace_analyzer(args: argparse.Namespace) -> Any:
 
     def analyze(paths: Sequence[Path]) -> Mapping[str, Any]:
         config, catalog = prepare(args)
-        return report_to_dict(analyze_paths(list(paths), catalog, config.options))
+        # per_step: the per-step table carries each step's GPU busy time as well as its host span.
+        return report_to_dict(analyze_paths(list(paths), catalog, config.options, per_step=True))
 
     return analyze
 
