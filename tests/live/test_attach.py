@@ -1,0 +1,144 @@
+"""``gpudoctor attach`` on real CPU torch training loops: findings, safety, and user errors.
+
+Tested here with py-spy, /proc and /dev/shm evidence (``--no-agent``); NVML is absent on this
+machine, so GPU rules are "not evaluated" (the GPU path is exercised by bench/gpu/live_validation.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from live_helpers import WORKLOAD, run_cli, start_workload, stop
+
+from gpudoctor.exitcodes import ExitCode
+
+pytestmark = pytest.mark.skipif(shutil.which("py-spy") is None and not os.path.exists(
+    os.path.join(os.path.dirname(sys.executable), "py-spy")), reason="py-spy is not installed")
+
+
+def _attach_json(pid: int, *extra: str, timeout_s: float = 60.0) -> tuple[dict, subprocess.CompletedProcess[str]]:
+    proc = run_cli("attach", str(pid), "--format", "json", *extra, timeout_s=timeout_s)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout), proc
+
+
+def _finding(report: dict, code: str) -> dict | None:
+    return next((f for f in report["findings"] if f["code"] == code), None)
+
+
+def test_input_bound_loop_is_found_with_pyspy_evidence(workload) -> None:
+    target = workload("input")
+    started = time.monotonic()
+    report, proc = _attach_json(target.pid, "--once", "--no-agent")
+    elapsed = time.monotonic() - started
+    found = _finding(report, "GD102")
+    assert found is not None, report["findings"]
+    evidence = {e["name"]: e["value"] for e in found["evidence"]}
+    assert evidence["stack_data_loading_pct"] > 40
+    assert "__getitem__" in found["message"]
+    assert proc.returncode == ExitCode.FINDINGS
+    assert elapsed < 15, f"--once took {elapsed:.1f} s"
+    assert target.poll() is None, "the target must keep running after detach"
+
+
+def test_compute_bound_loop_gets_no_input_bound_finding(workload) -> None:
+    target = workload("compute")
+    report, _ = _attach_json(target.pid, "--once", "--no-agent")
+    assert _finding(report, "GD102") is None, report["findings"]
+    stacks = next(t for t in report["tables"] if t["key"] == "stacks")
+    shares = {r["activity"]: r["share_pct"] for r in stacks["rows"]}
+    assert shares.get("forward", 0) + shares.get("backward", 0) > 60
+    assert target.poll() is None
+
+
+def test_repeated_attach_detach_leaves_the_target_running(workload) -> None:
+    target = workload("compute")
+    for _ in range(3):
+        report, _ = _attach_json(target.pid, "--once", "--no-agent", "--window", "1")
+        assert report["alive"] is True
+    time.sleep(0.5)
+    assert target.poll() is None
+
+
+def test_target_exiting_mid_attach_keeps_last_data() -> None:
+    target = start_workload("exit", "--seconds", "2")
+    try:
+        report, _ = _attach_json(target.pid, "--duration", "60", "--no-agent", "--window", "1", timeout_s=90)
+        assert report["alive"] is False
+        assert any("exited" in n for n in report["notes"])
+        assert report["process"]["cmdline"], "the last readings stay in the report"
+        assert report["elapsed_s"] < 45, "the watch ends when the target exits, not at --duration"
+    finally:
+        stop(target)
+
+
+def test_pid_that_does_not_exist() -> None:
+    proc = run_cli("attach", str(2**22 + 4321), "--once")
+    assert proc.returncode == ExitCode.NO_SUCH_PROCESS
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_pid_that_is_not_python() -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        proc = run_cli("attach", str(sleeper.pid), "--once")
+        assert proc.returncode == ExitCode.NOT_PYTHON
+        assert proc.stderr.count("\n") == 1 and "not a Python process" in proc.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_shell_launcher_names_its_python_child(workload) -> None:
+    shell = subprocess.Popen(["sh", "-c", f"{sys.executable} {WORKLOAD} compute --seconds 30; true"],
+                             stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        proc = run_cli("attach", str(shell.pid), "--once")
+        assert proc.returncode == ExitCode.NOT_PYTHON
+        assert "its Python child is PID" in proc.stderr
+    finally:
+        shell.kill()
+        subprocess.run(["pkill", "-P", str(shell.pid)], check=False)
+        shell.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_pid_of_another_user(workload) -> None:
+    target = workload("compute")
+    as_nobody = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
+    proc = run_cli("attach", str(target.pid), "--once", prefix=as_nobody)
+    assert proc.returncode == ExitCode.NOT_PERMITTED, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "another user" in proc.stderr
+    assert target.poll() is None
+
+
+def _private_shm_prefix() -> tuple[str, ...] | None:
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16m tmpfs /dev/shm"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        return None
+    return ("unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=16m tmpfs /dev/shm && exec "$0" "$@"')
+
+
+def test_small_dev_shm_in_a_private_mount_namespace_is_found() -> None:
+    prefix = _private_shm_prefix()
+    if prefix is None:
+        pytest.skip("unshare -m / mount tmpfs not permitted here")
+    target = start_workload("workers", prefix=prefix)
+    try:
+        report, _ = _attach_json(target.pid, "--once", "--no-agent")
+        found = _finding(report, "GD103")
+        assert found is not None, report["findings"]
+        evidence = {e["name"]: e["value"] for e in found["evidence"]}
+        assert evidence["shm_total_mib"] == pytest.approx(16, abs=0.5)
+        assert evidence["worker_count"] == 2
+        assert target.poll() is None
+    finally:
+        stop(target)
