@@ -133,3 +133,16 @@ def test_unsupported_nvml_fields_are_none_not_errors() -> None:
     assert gpu.util_pct == 42.0 and gpu.name == "Old GPU" and gpu.target_pids == (10,)
     assert gpu.target_mem_used_mib == 1024.0
     assert gpu.power_w is None and gpu.pcie_gen is None and gpu.gpm_tensor_util_pct is None
+
+
+def test_nccl_variables_left_on_in_the_environment() -> None:
+    env = {"NCCL_DEBUG": "INFO", "NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "0"}
+    proc = ProcessSample(time.time(), 10, True, cmdline=("python", "train.py"), env=env)
+    factsets = build_factsets(10, [], proc, None, None, None, 1.0)
+    findings = {f.code: f for f in evaluate(CATALOG, factsets, [Source.LIVE]).findings}
+    assert "NCCL_P2P_DISABLE=1" in findings["GD805"].message and "IB" not in findings["GD805"].message
+    assert "GD609" in findings
+    clean = ProcessSample(time.time(), 10, True, cmdline=("python", "train.py"), env={})
+    result = evaluate(CATALOG, build_factsets(10, [], clean, None, None, None, 1.0), [Source.LIVE])
+    assert not {"GD609", "GD805"} & {f.code for f in result.findings}
+    assert not {"GD609", "GD805"} & {n.code for n in result.not_evaluated}

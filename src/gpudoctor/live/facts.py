@@ -19,9 +19,9 @@ from gpudoctor.live.nvml import HW_THROTTLES
 from gpudoctor.live.samples import GpuSample, ProcessSample, ShmSample, StackSample, StepStats
 from gpudoctor.model import FactSet, Location, Source
 
-#: NCCL variables that turn transports or features off (slow when left on by accident).
-NCCL_DISABLE_VARS = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_NVLS_ENABLE",
-                     "NCCL_CUMEM_ENABLE", "NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL")
+#: NCCL variables that switch a fast transport off, with the values that do so (as GD805 reads them).
+NCCL_DISABLING = {"NCCL_P2P_DISABLE": ("1", "true", "yes"), "NCCL_SHM_DISABLE": ("1", "true", "yes"),
+                  "NCCL_IB_DISABLE": ("1", "true", "yes"), "NCCL_NVLS_ENABLE": ("0", "false")}
 _ON = ("1", "true", "yes", "on")
 
 
@@ -98,15 +98,18 @@ def process_values(proc: ProcessSample) -> dict[str, Any]:
         "omp_num_threads": omp,
         "intraop_threads": intraop,
         "python_version": proc.python_version,
-        "nccl_debug": env.get("NCCL_DEBUG"),
-        "nccl_debug_subsys": env.get("NCCL_DEBUG_SUBSYS"),
-        "nccl_disabled_vars": [f"{k}={env[k]}" for k in NCCL_DISABLE_VARS if k in env],
+        "nccl_env": [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith("NCCL_")],
         "cuda_launch_blocking": env.get("CUDA_LAUNCH_BLOCKING", "0").lower() in _ON,
         "pytorch_cuda_alloc_conf": env.get("PYTORCH_CUDA_ALLOC_CONF"),
         "torch_env_debug_vars": [f"{k}={env[k]}" for k in ("TORCH_DISTRIBUTED_DEBUG", "TORCH_SHOW_CPP_STACKTRACES",
                                                           "TORCH_LOGS", "TORCHDYNAMO_VERBOSE")
                                  if env.get(k)],
     }
+    if proc.alive and proc.cmdline:  # environ was readable: unset variables are facts too
+        disabled = [f"{k}={env[k]}" for k, bad in NCCL_DISABLING.items() if env.get(k, "").lower() in bad]
+        values.update({"nccl_debug": env.get("NCCL_DEBUG", ""), "nccl_debug_subsys": env.get("NCCL_DEBUG_SUBSYS", ""),
+                       "nccl_transports_disabled": disabled,
+                       "nccl_transports_disabled_text": ", ".join(disabled) or "none"})
     if proc.cpu_pct is not None or workers:
         compute = intraop + busy_workers
         values["compute_threads"] = compute
