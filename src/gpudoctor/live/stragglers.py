@@ -1,0 +1,316 @@
+"""Per-rank window statistics → straggler and desync verdicts, as facts for GD601 and GD610.
+
+Why this exists: in synchronous data parallelism every rank's step time is the same — the fast
+ranks wait inside the all-reduce for the slow one — so comparing step times finds nothing, and a
+tool that compares them (or leaves the data wait out) blames the wrong rank. This module compares
+the time each rank spends *outside* collective waits (step time − collective wait, or data wait +
+H2D + compute when the collective wait itself is not measured): the slow rank's own work is long,
+the fast ranks' is short and their waiting is not counted against them.
+
+Score (NVIDIA resiliency-ext's definition, applied to the time outside collectives): median over the
+faster half of the ranks / this rank's own. A rank whose score stays below ``max_score`` (GD601's
+``min_straggler_score``, default 0.75) for ``min_windows`` consecutive windows is a straggler. Its
+likely cause comes from its own evidence against the fast ranks': a longer data wait that explains
+at least half of its extra time → ``input``; a throttled or shared GPU → ``gpu``; a longer run-queue
+delay (its main thread runnable but waiting for a CPU) that explains half of it → ``cpu``; otherwise
+it does more work → ``compute``.
+
+Desync/hang (GD610): no rank made step progress for ``stall_after_s`` while the ranks sit at
+different step counts — the ranks that are behind (or dead) are named.
+
+Pure logic: no I/O, no threads, no clocks read (callers pass ``now``); numbers in, facts out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from gpudoctor.model import FactSet, Location, Source
+
+#: Causes, in the order they are tried.
+CAUSES = ("input", "gpu", "cpu", "compute")
+
+
+@dataclass(frozen=True)
+class RankWindow:
+    """What one rank did over the last window; every time is a per-step median in ms.
+
+    Attributes:
+        rank: Global rank (or the local index when the rank is unknown).
+        pid: The rank's process id.
+        steps_total: Steps completed so far (for progress and desync).
+        window_steps: Steps in this window.
+        step_time_ms: Step time.
+        data_wait_ms: Time waiting for the next batch (``next(loader)``).
+        h2d_ms: Host-to-device copy time.
+        collective_wait_ms: Time blocked in collectives (all-reduce waits, buffer broadcasts).
+        compute_ms: Forward/backward/optimizer time outside collective waits.
+        gpu_util_pct: NVML utilization of the rank's GPU.
+        gpu_throttled: A hardware/power clock-event reason is active on its GPU.
+        gpu_shared: Another job's process uses its GPU.
+        cpu_run_delay_pct: Share of wall time its main thread was runnable but waiting for a CPU
+            (``/proc/<pid>/schedstat``).
+        alive: The process still exists.
+    """
+
+    rank: int
+    pid: int | None = None
+    steps_total: int | None = None
+    window_steps: int = 0
+    step_time_ms: float | None = None
+    data_wait_ms: float | None = None
+    h2d_ms: float | None = None
+    collective_wait_ms: float | None = None
+    compute_ms: float | None = None
+    gpu_util_pct: float | None = None
+    gpu_throttled: bool | None = None
+    gpu_shared: bool | None = None
+    cpu_run_delay_pct: float | None = None
+    alive: bool = True
+
+    def outside_collective_ms(self) -> float | None:
+        """Time per step this rank spends on its own work, not waiting for its peers."""
+        if self.step_time_ms is not None and self.collective_wait_ms is not None:
+            return max(0.0, self.step_time_ms - self.collective_wait_ms)
+        if self.compute_ms is not None and self.data_wait_ms is not None:
+            return self.compute_ms + self.data_wait_ms + (self.h2d_ms or 0.0)
+        return None
+
+
+@dataclass(frozen=True)
+class RankVerdict:
+    """One rank judged in one window (``score`` is ``None`` when its evidence is missing)."""
+
+    rank: int
+    pid: int | None
+    outside_ms: float | None
+    reference_ms: float | None
+    score: float | None
+    slow_windows: int
+    is_straggler: bool
+    cause: str | None = None
+    cause_detail: str = ""
+
+
+@dataclass(frozen=True)
+class DesyncVerdict:
+    """Progress of the ranks as a whole."""
+
+    rank_count: int
+    min_steps: int | None
+    max_steps: int | None
+    stalled_s: float
+    lagging_ranks: tuple[int, ...]
+    dead_ranks: tuple[int, ...]
+
+    @property
+    def step_spread(self) -> int:
+        if self.min_steps is None or self.max_steps is None:
+            return 0
+        return self.max_steps - self.min_steps
+
+
+@dataclass(frozen=True)
+class RanksReport:
+    """The tracker's output for one window."""
+
+    timestamp: float
+    verdicts: tuple[RankVerdict, ...]
+    desync: DesyncVerdict
+    windows: tuple[RankWindow, ...]
+    missing: str = ""  # why no score could be computed, when none could
+
+    @property
+    def stragglers(self) -> tuple[RankVerdict, ...]:
+        return tuple(v for v in self.verdicts if v.is_straggler)
+
+
+def score_ranks(windows: Sequence[RankWindow]) -> dict[int, tuple[float, float, float]]:
+    """rank → (own outside-collective ms, reference ms, score) for ranks with the evidence.
+
+    The reference is the median over the faster half of the ranks (at least one), so that one slow
+    rank among two cannot drag the reference towards itself.
+    """
+    outside = {w.rank: w.outside_collective_ms() for w in windows if w.alive and w.window_steps > 0}
+    known = {r: v for r, v in outside.items() if v is not None}
+    if len(known) < 2:
+        return {}
+    fastest = sorted(known.values())[: max(1, len(known) // 2)]
+    reference = median(fastest)
+    return {r: (v, reference, (reference / v) if v > 0 else 1.0) for r, v in known.items()}
+
+
+def likely_cause(slow: RankWindow, fast: Sequence[RankWindow], cpu_delay_pct: float = 20.0) -> tuple[str, str]:
+    """(cause, one-line evidence) for a slow rank, from its own numbers against the fast ranks'."""
+    own = slow.outside_collective_ms() or 0.0
+    ref_outside = median([w.outside_collective_ms() or 0.0 for w in fast]) if fast else 0.0
+    excess = max(own - ref_outside, 1e-9)
+    own_input = (slow.data_wait_ms or 0.0) + (slow.h2d_ms or 0.0)
+    ref_input = median([(w.data_wait_ms or 0.0) + (w.h2d_ms or 0.0) for w in fast]) if fast else 0.0
+    if slow.data_wait_ms is not None and own_input - ref_input >= 0.5 * excess:
+        return "input", (f"it waits {own_input:.1f} ms/step for data (and H2D copies) vs {ref_input:.1f} ms "
+                         f"on the fast ranks")
+    if slow.gpu_throttled or slow.gpu_shared:
+        what = "its GPU is throttled" if slow.gpu_throttled else "another process shares its GPU"
+        return "gpu", f"{what}; {excess:.1f} ms/step extra outside collectives"
+    own_delay = _delay_ms(slow)
+    ref_delay = median([_delay_ms(w) or 0.0 for w in fast]) if fast else 0.0
+    if (own_delay is not None and (slow.cpu_run_delay_pct or 0.0) >= cpu_delay_pct
+            and own_delay - ref_delay >= 0.5 * excess):
+        return "cpu", (f"its main thread waited {own_delay:.1f} ms/step for a CPU "
+                       f"({slow.cpu_run_delay_pct:.0f}% of the step) vs {ref_delay:.1f} ms on the fast ranks")
+    own_compute = own - own_input
+    ref_compute = ref_outside - ref_input
+    return "compute", (f"it computes {own_compute:.1f} ms/step vs {ref_compute:.1f} ms on the fast ranks "
+                       f"with about the same data wait")
+
+
+@dataclass
+class StragglerTracker:
+    """Keeps per-rank state across windows; call :meth:`update` once per window.
+
+    Attributes:
+        max_score: Score below which a window counts as slow (GD601 ``min_straggler_score``).
+        min_windows: Consecutive slow windows before a rank is called a straggler.
+        min_window_steps: Windows with fewer steps are not judged.
+        min_excess_ms: A rank must spend at least this much longer per step outside collectives than
+            the reference to count as slow (sub-millisecond jitter is not a straggler).
+        cpu_delay_pct: Run-queue delay share that counts as CPU contention.
+    """
+
+    max_score: float = 0.75
+    min_windows: int = 3
+    min_window_steps: int = 3
+    min_excess_ms: float = 1.0
+    cpu_delay_pct: float = 20.0
+    _slow: dict[int, int] = field(default_factory=dict)
+    _last_steps: dict[int, int] = field(default_factory=dict)
+    _last_progress: float | None = None
+
+    @classmethod
+    def from_options(cls, gd601: dict[str, Any] | None = None, **kwargs: Any) -> StragglerTracker:
+        """Build from GD601's merged rule options (``min_straggler_score``, ``min_slow_windows``)."""
+        opts = gd601 or {}
+        return cls(max_score=float(opts.get("min_straggler_score", 0.75)),
+                   min_windows=int(opts.get("min_slow_windows", 3)), **kwargs)
+
+    def update(self, windows: Iterable[RankWindow], now: float) -> RanksReport:
+        """Judge one window of every watched rank.
+
+        Args:
+            windows: One per rank (dead ranks with ``alive=False``).
+            now: Unix time of this evaluation.
+        """
+        wins = tuple(sorted(windows, key=lambda w: w.rank))
+        judged = [w for w in wins if w.alive and w.window_steps >= self.min_window_steps]
+        scores = score_ranks(judged)
+        missing = ""
+        if len(judged) >= 2 and not scores:
+            missing = "per-rank collective wait (or compute time) per step from the agent in every rank"
+        verdicts = []
+        for w in wins:
+            if w.rank not in scores:
+                if w.window_steps >= self.min_window_steps or not w.alive:
+                    self._slow[w.rank] = 0  # a judged window without evidence breaks the streak
+                verdicts.append(RankVerdict(w.rank, w.pid, w.outside_collective_ms(), None, None,
+                                            self._slow.get(w.rank, 0), False))
+                continue
+            own, ref, score = scores[w.rank]
+            slow = score < self.max_score and own - ref >= self.min_excess_ms
+            self._slow[w.rank] = self._slow.get(w.rank, 0) + 1 if slow else 0
+            count = self._slow[w.rank]
+            cause, detail = None, ""
+            if slow:
+                fast = [x for x in judged if x.rank in scores and scores[x.rank][2] >= self.max_score]
+                cause, detail = likely_cause(w, fast, self.cpu_delay_pct)
+            verdicts.append(RankVerdict(w.rank, w.pid, own, ref, score, count,
+                                        slow and count >= self.min_windows, cause, detail))
+        return RanksReport(now, tuple(verdicts), self._progress(wins, now), wins, missing)
+
+    def _progress(self, wins: Sequence[RankWindow], now: float) -> DesyncVerdict:
+        steps = {w.rank: w.steps_total for w in wins if w.steps_total is not None}
+        moved = any(self._last_steps.get(r) != s for r, s in steps.items())
+        if moved or self._last_progress is None:
+            self._last_progress = now
+        self._last_steps.update({r: s for r, s in steps.items() if s is not None})
+        known = [s for s in steps.values() if s is not None]
+        low = min(known) if known else None
+        high = max(known) if known else None
+        lagging = tuple(r for r, s in sorted(steps.items()) if low is not None and high != low and s == low)
+        dead = tuple(w.rank for w in wins if not w.alive)
+        return DesyncVerdict(len(wins), low, high, now - self._last_progress, lagging, dead)
+
+
+def rank_factsets(report: RanksReport) -> list[FactSet]:
+    """Live facts: one ``rank`` fact set per rank (GD601) and one ``ranks`` fact set (GD610)."""
+    out = []
+    by_rank = {w.rank: w for w in report.windows}
+    for v in report.verdicts:
+        w = by_rank[v.rank]
+        values: dict[str, Any] = {
+            "rank_count": len(report.windows),
+            "straggler_score": v.score,
+            "slow_windows": v.slow_windows if v.score is not None else None,  # unjudged stays undecided
+            "straggler_cause": v.cause,
+            "cause_detail": v.cause_detail or None,
+            "outside_collective_ms": v.outside_ms,
+            "reference_outside_ms": v.reference_ms,
+            "rank_step_time_ms": w.step_time_ms,
+            "rank_data_wait_ms": w.data_wait_ms,
+            "rank_collective_wait_ms": w.collective_wait_ms,
+            "rank_compute_ms": w.compute_ms,
+            "rank_steps_total": w.steps_total,
+        }
+        out.append(FactSet("rank", Source.LIVE, {k: x for k, x in values.items() if x is not None},
+                           Location(rank=v.rank, pid=v.pid), report.timestamp))
+    d = report.desync
+    ranks_values: dict[str, Any] = {
+        "rank_count": d.rank_count,
+        "step_spread": d.step_spread,
+        "stalled_s": d.stalled_s,
+        "min_steps_total": d.min_steps,
+        "max_steps_total": d.max_steps,
+        "lagging_ranks": ", ".join(map(str, d.lagging_ranks)) or None,
+        "dead_ranks": ", ".join(map(str, d.dead_ranks)) or "none",
+        "dead_rank_count": len(d.dead_ranks),
+    }
+    lag = d.lagging_ranks[0] if len(d.lagging_ranks) == 1 else None
+    label = f"step {d.min_steps} vs {d.max_steps}" if d.step_spread else None
+    out.append(FactSet("ranks", Source.LIVE, {k: x for k, x in ranks_values.items() if x is not None},
+                       Location(rank=lag, label=label), report.timestamp))
+    return out
+
+
+def rank_table(report: RanksReport) -> tuple[dict[str, Any], ...]:
+    """Rows for ``Snapshot.rank_table`` (the dashboard's rank table and the Prometheus exporter)."""
+    rows = []
+    for v, w in zip(report.verdicts, report.windows):
+        step = w.step_time_ms
+        status = "straggler" if v.is_straggler else ("slow" if v.slow_windows else "ok")
+        if not w.alive:
+            status = "dead"
+        elif w.rank in report.desync.lagging_ranks and report.desync.stalled_s > 0:
+            status = "behind"
+        rows.append({
+            "rank": w.rank, "pid": w.pid, "steps_total": w.steps_total, "step_time_ms": step,
+            "data_wait_pct": _pct(w.data_wait_ms, step), "collective_wait_pct": _pct(w.collective_wait_ms, step),
+            "h2d_ms": w.h2d_ms, "compute_ms": w.compute_ms, "outside_collective_ms": v.outside_ms,
+            "straggler_score": v.score, "gpu_util_pct": w.gpu_util_pct, "status": status, "cause": v.cause,
+        })
+    return tuple(rows)
+
+
+def _delay_ms(w: RankWindow) -> float | None:
+    """Run-queue delay per step in ms, from its share of the step."""
+    if w.cpu_run_delay_pct is None or w.step_time_ms is None:
+        return None
+    return w.cpu_run_delay_pct * w.step_time_ms / 100.0
+
+
+def _pct(part: float | None, whole: float | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return 100.0 * part / whole

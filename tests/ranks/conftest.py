@@ -1,0 +1,60 @@
+"""Fixtures for the many-ranks tests: real 2-rank DDP runs (gloo, CPU) and their per-step timings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from gpudoctor.live.stragglers import RankWindow
+
+HERE = Path(__file__).resolve().parent
+DDP_JOB = HERE / "ddp_job.py"
+WARMUP_STEPS = 5
+
+
+def run_ddp(out: Path, mode: str, steps: int = 30, *extra: str, timeout_s: float = 150.0) -> dict[int, list[dict]]:
+    """Run the 2-rank DDP job to completion; return each rank's per-step rows."""
+    pytest.importorskip("torch")
+    cmd = [sys.executable, str(DDP_JOB), "--mode", mode, "--steps", str(steps), "--out", str(out), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {r: [json.loads(line) for line in (out / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)}
+
+
+def to_windows(rows: dict[int, list[dict]], window_steps: int = 5) -> list[list[RankWindow]]:
+    """Cut each rank's rows (after warm-up) into windows of medians, as an agent would report them."""
+    n = min(len(v) for v in rows.values())
+    out = []
+    for start in range(WARMUP_STEPS, n - window_steps + 1, window_steps):
+        wins = []
+        for rank, rr in sorted(rows.items()):
+            chunk = rr[start:start + window_steps]
+
+            def med(key: str, chunk: Sequence[dict] = chunk) -> float:
+                return float(median(row[key] for row in chunk))
+            wins.append(RankWindow(
+                rank=rank, pid=chunk[-1]["pid"], steps_total=chunk[-1]["step"], window_steps=len(chunk),
+                step_time_ms=med("step_ms"), data_wait_ms=med("data_wait_ms"), h2d_ms=med("h2d_ms"),
+                collective_wait_ms=med("collective_wait_ms"), compute_ms=med("compute_ms"),
+                cpu_run_delay_pct=100.0 * med("run_delay_ms") / med("step_ms")))
+        out.append(wins)
+    return out
+
+
+_RUNS: dict[str, dict[int, list[dict]]] = {}
+
+
+@pytest.fixture(scope="session")
+def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[int, list[dict]]]:
+    """``ddp_runs(mode)``: rows of a finished real DDP run in that mode (run once per session)."""
+    def get(mode: str) -> dict[int, list[dict]]:
+        if mode not in _RUNS:
+            _RUNS[mode] = run_ddp(tmp_path_factory.mktemp(f"ddp_{mode}"), mode)
+        return _RUNS[mode]
+    return get
