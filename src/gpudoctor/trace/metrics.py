@@ -40,6 +40,7 @@ _HOST_KINDS = (K_CPU_OP, K_ANNOTATION, K_OTHER)
 _SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
                "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize")
+_WANTED_PREFIXES = ("enumerate(DataLoader)", "Optimizer.step#", "Torch-Compiled Region", "## Call CompiledFxGraph")
 _COMPILE_WORK = ("compile_inner", "_compile.", "call_user_compiler", "compile_fx", "inductor_compile",
                  "backend_compile", "dynamo_compile")
 
@@ -77,14 +78,14 @@ def compute_rank_metrics(trace: RankTrace) -> RankMetrics:
     ctx = _Context(t, steps)
     values.update(_kernel_mix(t, ctx))
     values.update(_launches(t, ctx))
-    values.update(_gaps(t))
+    values.update(_gaps(t, ctx))
     if steps:
         values.update(_dataloader(t, ctx))
         values.update(_syncs_and_copies(t, ctx))
         values.update(_optimizer(t, ctx))
         values.update(_compile(t, ctx))
     values.update(_memory(trace))
-    return RankMetrics(trace.rank, values, _step_rows(t, ctx), _collectives(t))
+    return RankMetrics(trace.rank, values, _step_rows(t, ctx), _collectives(t, ctx))
 
 
 class _Context:
@@ -95,10 +96,42 @@ class _Context:
         self.step_starts = [a for _, a, _ in steps]
         self.n_steps = len(steps)
         self.launch_by_corr: dict[int, int] = {}
-        for i in range(len(t.kind)):
-            if t.kind[i] == K_RUNTIME and t.correlation[i] >= 0:
-                self.launch_by_corr[t.correlation[i]] = i
-        self.device = [i for i in range(len(t.kind)) if t.kind[i] in (K_KERNEL, K_MEMCPY, K_MEMSET)]
+        self.device: list[int] = []
+        self.sync_calls: list[int] = []
+        #: host events of the few names the metrics look for, by name id
+        self.host_by_name: dict[int, list[int]] = {}
+        #: per host thread, ``aten::`` op indices (for "which op issued this sync")
+        self.aten_by_thread: dict[int, list[int]] = {}
+        names = t.names
+        wanted = {i for i, n in enumerate(names) if n.startswith(_WANTED_PREFIXES)
+                  or any(w in n for w in _COMPILE_WORK)}
+        aten = {i for i, n in enumerate(names) if n.startswith("aten::")}
+        syncs = {i for i, n in enumerate(names) if n in _SYNC_CALLS}
+        kind, name, corr, stream, thread = t.kind, t.name, t.correlation, t.stream, t.thread
+        device_kinds = (K_KERNEL, K_MEMCPY, K_MEMSET)
+        for i in range(len(kind)):
+            k = kind[i]
+            if k in device_kinds:
+                self.device.append(i)
+            elif k == K_RUNTIME:
+                if corr[i] >= 0:
+                    self.launch_by_corr[corr[i]] = i
+                if name[i] in syncs:
+                    self.sync_calls.append(i)
+            elif stream[i] < 0 and k in _HOST_KINDS:
+                nid = name[i]
+                if nid in wanted:
+                    self.host_by_name.setdefault(nid, []).append(i)
+                elif k == K_CPU_OP and nid in aten:
+                    self.aten_by_thread.setdefault(thread[i], []).append(i)
+
+    def host_ops(self, t: EventTable, predicate: Any) -> list[int]:
+        """Host events inside the steps whose name satisfies ``predicate`` (names pre-selected above)."""
+        out: list[int] = []
+        for nid, idx in self.host_by_name.items():
+            if predicate(t.names[nid]):
+                out.extend(i for i in idx if self.in_steps(t.ts[i]))
+        return sorted(out)
 
     def step_of(self, ts_us: float) -> int | None:
         """Index (0-based, into ``steps``) of the step whose host span holds ``ts_us``."""
@@ -231,9 +264,8 @@ def _idle_breakdown(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
     return {"host_wait_pct": _pct(host_wait, idle), "kernel_wait_pct": _pct(kernel_wait, idle)}
 
 
-def _gaps(t: EventTable) -> dict[str, FactValue]:
-    busy = merge((t.ts[i], t.ts[i] + t.dur[i]) for i in range(len(t.kind))
-                 if t.kind[i] in (K_KERNEL, K_MEMCPY, K_MEMSET))
+def _gaps(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
+    busy = merge((t.ts[i], t.ts[i] + t.dur[i]) for i in ctx.device)
     if len(busy) < 1:
         return {}
     gaps = [b[0] - a[1] for a, b in zip(busy, busy[1:])]
@@ -245,15 +277,8 @@ def _gaps(t: EventTable) -> dict[str, FactValue]:
     }
 
 
-def _host_ops(t: EventTable, ctx: _Context, predicate: Any) -> list[int]:
-    names = t.names
-    return [i for i in range(len(t.kind))
-            if t.kind[i] in _HOST_KINDS and t.stream[i] < 0 and predicate(names[t.name[i]])
-            and ctx.in_steps(t.ts[i])]
-
-
 def _dataloader(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
-    ops = _host_ops(t, ctx, lambda n: n.startswith("enumerate(DataLoader)") and "__next__" in n)
+    ops = ctx.host_ops(t, lambda n: n.startswith("enumerate(DataLoader)") and "__next__" in n)
     step_total = sum(b - a for _, a, b in ctx.steps)
     if not ops:
         return {"dataloader_pct": 0.0, "dataloader_ms_per_step": 0.0}
@@ -262,14 +287,10 @@ def _dataloader(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
             "dataloader_ms_per_step": round(dl / 1000.0 / ctx.n_steps, 3)}
 
 
-def _outer_aten_ops(t: EventTable) -> dict[int, tuple[list[float], list[int]]]:
+def _outer_aten_ops(t: EventTable, ctx: _Context) -> dict[int, tuple[list[float], list[int]]]:
     """Per thread: start times and indices of outermost ``aten::`` ops, for bisecting."""
-    per_thread: dict[int, list[int]] = {}
-    for i in range(len(t.kind)):
-        if t.kind[i] == K_CPU_OP and t.names[t.name[i]].startswith("aten::"):
-            per_thread.setdefault(t.thread[i], []).append(i)
     out: dict[int, tuple[list[float], list[int]]] = {}
-    for thread, idx in per_thread.items():
+    for thread, idx in ctx.aten_by_thread.items():
         idx.sort(key=lambda i: (t.ts[i], -t.dur[i]))
         starts: list[float] = []
         outer: list[int] = []
@@ -285,17 +306,15 @@ def _outer_aten_ops(t: EventTable) -> dict[int, tuple[list[float], list[int]]]:
 
 def _syncs_and_copies(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
     names = t.names
-    outer = _outer_aten_ops(t)
+    outer = _outer_aten_ops(t, ctx)
     syncs = 0
     sync_us = 0.0
     kinds: Counter[str] = Counter()
     copy_syncs = 0
     copies = _memcpy_launches(t, ctx)
-    for i in range(len(t.kind)):
-        if t.kind[i] != K_RUNTIME:
-            continue
+    for i in ctx.sync_calls:
         n = names[t.name[i]]
-        if n not in _SYNC_CALLS or not ctx.in_steps(t.ts[i]):
+        if not ctx.in_steps(t.ts[i]):
             continue
         starts, ops = outer.get(t.thread[i], ([], []))
         k = bisect.bisect_right(starts, t.ts[i]) - 1
@@ -353,10 +372,11 @@ def _copy_kind_in(t: EventTable, copies: dict[int, tuple[list[float], list[str]]
 
 
 def _optimizer(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
-    ops = _host_ops(t, ctx, lambda n: n.startswith("Optimizer.step#"))
+    ops = ctx.host_ops(t, lambda n: n.startswith("Optimizer.step#"))
     if not ops:
         return {}
     spans = sorted((t.ts[i], t.ts[i] + t.dur[i], t.thread[i]) for i in ops)
+    span_starts = [a for a, _, _ in spans]
     launched = 0
     multi = 0
     for i in ctx.device:
@@ -366,7 +386,8 @@ def _optimizer(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
         if launch is None:
             continue
         lt, th = t.ts[launch], t.thread[launch]
-        if any(a <= lt <= b and th == thread for a, b, thread in spans):
+        k = bisect.bisect_right(span_starts, lt) - 1
+        if k >= 0 and lt <= spans[k][1] and spans[k][2] == th:
             launched += 1
             multi += kn.is_multi_tensor(t.names[t.name[i]])
     n = ctx.n_steps
@@ -378,14 +399,14 @@ def _optimizer(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
 
 
 def _compile(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
-    regions = _host_ops(t, ctx, lambda n: n.startswith("Torch-Compiled Region"))
+    regions = ctx.host_ops(t, lambda n: n.startswith("Torch-Compiled Region"))
     if not regions:  # nothing compiled: no graph can break or recompile
         return {"compiled_graphs_per_step": 0.0, "recompiled_frames": 0, "compiles_in_steps": 0}
     names = t.names
-    fx_calls = _host_ops(t, ctx, lambda n: n.startswith("## Call CompiledFxGraph"))
+    fx_calls = ctx.host_ops(t, lambda n: n.startswith("## Call CompiledFxGraph"))
     frames = {names[t.name[i]].split(":", 1)[-1].strip().split("/")[0] for i in regions}
     recompiled = {names[t.name[i]] for i in regions if not names[t.name[i]].rstrip().endswith("/0")}
-    compile_ops = _host_ops(t, ctx, lambda n: any(w in n for w in _COMPILE_WORK))
+    compile_ops = ctx.host_ops(t, lambda n: any(w in n for w in _COMPILE_WORK))
     n = ctx.n_steps
     return {
         "compiled_graphs_per_step": round(len(regions) / n, 2),
@@ -411,7 +432,6 @@ def _memory(trace: RankTrace) -> dict[str, FactValue]:
 def _step_rows(t: EventTable, ctx: _Context) -> list[dict[str, Any]]:
     if not ctx.steps:
         return []
-    names = t.names
     busy: list[list[tuple[float, float]]] = [[] for _ in ctx.steps]
     kernels = [0] * ctx.n_steps
     for i in ctx.device:
@@ -420,11 +440,10 @@ def _step_rows(t: EventTable, ctx: _Context) -> list[dict[str, Any]]:
             busy[k].append((t.ts[i], t.ts[i] + t.dur[i]))
             kernels[k] += t.kind[i] == K_KERNEL
     dl = [0.0] * ctx.n_steps
-    for i in range(len(t.kind)):
-        if t.kind[i] in _HOST_KINDS and names[t.name[i]].startswith("enumerate(DataLoader)"):
-            k = ctx.step_of(t.ts[i])
-            if k is not None:
-                dl[k] += t.dur[i]
+    for i in ctx.host_ops(t, lambda n: n.startswith("enumerate(DataLoader)")):
+        k = ctx.step_of(t.ts[i])
+        if k is not None:
+            dl[k] += t.dur[i]
     rows = []
     for k, (num, a, b) in enumerate(ctx.steps):
         span = b - a
@@ -438,9 +457,9 @@ def _step_rows(t: EventTable, ctx: _Context) -> list[dict[str, Any]]:
     return rows
 
 
-def _collectives(t: EventTable) -> dict[str, list[float]]:
+def _collectives(t: EventTable, ctx: _Context) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
-    for i in range(len(t.kind)):
+    for i in ctx.device:
         if t.kind[i] == K_KERNEL and kn.is_communication(t.names[t.name[i]]):
             out.setdefault(t.names[t.name[i]], []).append(t.ts[i])
     return out

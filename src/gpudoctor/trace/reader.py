@@ -17,6 +17,7 @@ anything but :class:`~gpudoctor.exitcodes.UserError` for a bad file.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import re
@@ -43,7 +44,7 @@ K_GPU_ANNOTATION = 7
 K_SYNC = 8         # cuda_sync (Event Sync, Context Sync, Stream Sync)
 K_PYTHON = 9       # python_function (HTA skips these)
 
-_KIND_BY_CAT = {
+_KIND_BY_CAT_LOWER: dict[object, int] = {
     "cpu_op": K_CPU_OP, "operator": K_CPU_OP,
     "user_annotation": K_ANNOTATION,
     "cuda_runtime": K_RUNTIME, "cuda_driver": K_RUNTIME, "runtime": K_RUNTIME, "mtia_runtime": K_RUNTIME,
@@ -54,6 +55,9 @@ _KIND_BY_CAT = {
     "cuda_sync": K_SYNC,
     "python_function": K_PYTHON,
 }
+
+_KIND_BY_CAT: dict[object, int] = {**_KIND_BY_CAT_LOWER, "Operator": K_CPU_OP, "Runtime": K_RUNTIME,
+                                    "Kernel": K_KERNEL, "Memcpy": K_MEMCPY, "Memset": K_MEMSET}
 
 _Scalar = int | float | str | None
 
@@ -70,6 +74,10 @@ class _Args(msgspec.Struct, gc=False):
     bytes: _Scalar = None
     device: _Scalar = None
     total_allocated: _Scalar = msgspec.field(default=None, name="Total Allocated")
+
+
+_NO_ARGS = _Args()
+_NUMBER_TYPES = (int, float)
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -155,53 +163,43 @@ class _Builder:
         self._thread_ids: dict[tuple[Any, Any], int] = {}
         self.old_schema = False
 
-    def add(self, events: Iterable[_Event]) -> None:
+    def add(self, events: list[_Event]) -> None:
+        """Append the complete events of one decoded chunk, column by column (no per-event loop body)."""
         t = self.table
-        name_ids, thread_ids = self._name_ids, self._thread_ids
-        kinds = _KIND_BY_CAT
-        k_app, n_app, th_app = t.kind.append, t.name.append, t.thread.append
-        ts_app, dur_app, st_app = t.ts.append, t.dur.append, t.stream.append
-        co_app, by_app = t.correlation.append, t.nbytes.append
+        num = _NUMBER_TYPES
         for e in events:
-            if e.ph != "X":
-                if e.ph == "i" and e.args is not None:
-                    allocated = e.args.total_allocated
-                    if isinstance(allocated, (int, float)) and isinstance(e.ts, (int, float)):
-                        t.memory_ts.append(float(e.ts))
-                        t.memory_allocated.append(float(allocated))
-                continue
-            cat = e.cat
-            if cat == "Trace" or not isinstance(e.ts, (int, float)) or not isinstance(e.dur, (int, float)):
-                continue
-            kind = kinds.get(cat.lower(), K_OTHER) if isinstance(cat, str) else K_OTHER
-            if cat == "Operator" or cat == "Kernel":
-                self.old_schema = True
-            name = e.name if isinstance(e.name, str) else str(e.name)
-            nid = name_ids.get(name)
-            if nid is None:
-                nid = name_ids[name] = len(t.names)
-                t.names.append(name)
-            key = (e.pid, e.tid)
-            tid = thread_ids.get(key)
-            if tid is None:
-                tid = thread_ids[key] = len(t.threads)
-                t.threads.append(key)
-            stream = correlation = nbytes = -1
-            a = e.args
-            if a is not None:
-                stream = _as_int(a.stream)
-                correlation = _as_int(a.correlation)
-                nbytes = _as_int(a.bytes)
-            k_app(kind)
-            n_app(nid)
-            th_app(tid)
-            ts_app(e.ts)
-            dur_app(e.dur)
-            st_app(stream)
-            co_app(correlation)
-            by_app(nbytes)
-            if not t.ns_resolution and isinstance(e.ts, float) and e.ts != int(e.ts):
-                t.ns_resolution = True
+            if e.ph == "i" and e.args is not None and type(e.args.total_allocated) in num and type(e.ts) in num:
+                t.memory_ts.append(float(e.ts))  # type: ignore[arg-type]
+                t.memory_allocated.append(float(e.args.total_allocated))  # type: ignore[arg-type]
+        complete = [e for e in events
+                    if e.ph == "X" and type(e.ts) in num and type(e.dur) in num and e.cat != "Trace"]
+        if not complete:
+            return
+        kinds = _KIND_BY_CAT
+        t.kind.extend([kinds.get(e.cat, K_OTHER) for e in complete])
+        if not self.old_schema:  # the 2021 schema's categories show up in any stretch of events
+            self.old_schema = any(e.cat == "Operator" or e.cat == "Kernel" for e in complete[:5000])
+        name_ids = self._name_ids
+        t.name.extend([name_ids.setdefault(e.name if type(e.name) is str else str(e.name), len(name_ids))
+                       for e in complete])
+        thread_ids = self._thread_ids
+        t.thread.extend([thread_ids.setdefault((e.pid, e.tid), len(thread_ids)) for e in complete])
+        ts = [e.ts for e in complete]
+        t.ts.extend(ts)
+        t.dur.extend([e.dur for e in complete])
+        args = [e.args or _NO_ARGS for e in complete]
+        t.stream.extend([a.stream if type(a.stream) is int else _as_int(a.stream) for a in args])
+        t.correlation.extend([a.correlation if type(a.correlation) is int else _as_int(a.correlation)
+                              for a in args])
+        t.nbytes.extend([a.bytes if type(a.bytes) is int else _as_int(a.bytes) for a in args])
+        if not t.ns_resolution:
+            t.ns_resolution = any(type(v) is float and v != int(v) for v in ts)
+
+    def finish(self) -> EventTable:
+        """The table, with the name and thread lists filled from the interning dicts."""
+        self.table.names = list(self._name_ids)
+        self.table.threads = list(self._thread_ids)
+        return self.table
 
 
 def _as_int(value: _Scalar) -> int:
@@ -274,6 +272,8 @@ def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYT
     """
     p = Path(path)
     builder = _Builder()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of small acyclic objects: the cyclic collector would only rescan them
     try:
         with _open(p) as fh:
             header = _decode_stream(fh, builder, chunk_bytes, p)
@@ -282,6 +282,10 @@ def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYT
                         ExitCode.USAGE) from None
     except msgspec.DecodeError as exc:
         raise UserError(f"{p} is not a valid trace: {_short(exc)}.", ExitCode.USAGE) from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    builder.finish()
     return _rank_trace(p, position, header, builder)
 
 
@@ -305,17 +309,23 @@ def _decode_stream(fh: BinaryIO, builder: _Builder, chunk_bytes: int, path: Path
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _decode_whole(first + fh.read(), builder, path)
     decoder = msgspec.json.Decoder(list[_Event])
-    pending = first[bracket + 1:]
+    # ``pending[0]`` is always a spare byte just before the first pending event: it is turned into
+    # "[" and the "," after the last complete event into "]", so each chunk is decoded in place.
+    pending = bytearray(first[bracket:])
+    del first
     blocks = _read_chunks(fh, chunk_bytes)
     while True:
-        last = None
-        for match in _KINETO_SEP.finditer(pending, max(0, len(pending) - chunk_bytes * 2)):
-            last = match
+        cut = _last_separator(pending)
         nxt = next(blocks, None)
-        if last is not None and nxt is not None:
-            cut = last.start() + 1
-            _decode_events(decoder, b"[" + pending[:cut] + b"]", builder)
-            pending = pending[last.end() - 1:] + nxt
+        if cut >= 0 and nxt is not None:
+            pending[0] = 0x5B  # "["
+            pending[cut + 1] = 0x5D  # "]"
+            with memoryview(pending) as view:
+                _decode_events(decoder, view[:cut + 2], builder)
+            rest = pending.index(b"{", cut + 2) - 1
+            carry = bytearray(pending[rest:])
+            carry += nxt
+            pending = carry
             continue
         if nxt is not None:
             pending += nxt
@@ -324,11 +334,11 @@ def _decode_stream(fh: BinaryIO, builder: _Builder, chunk_bytes: int, path: Path
     # The rest: the last events, "]", and the keys after the array.
     trailer = None
     for m in re.finditer(rb"\}\s*\]", pending):
-        tail = pending[m.end():].strip()
+        tail = bytes(pending[m.end():]).strip()
         if not tail.endswith(b"}"):
             continue
         try:
-            events = decoder.decode(b"[" + pending[:m.start() + 1] + b"]")
+            events = decoder.decode(b"[" + pending[1:m.start() + 1] + b"]")
             trailer = msgspec.json.decode(b"{" + tail.lstrip(b","), type=_Header)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
@@ -342,7 +352,18 @@ def _decode_stream(fh: BinaryIO, builder: _Builder, chunk_bytes: int, path: Path
     return header
 
 
-def _decode_events(decoder: msgspec.json.Decoder, text: bytes, builder: _Builder) -> None:
+def _last_separator(buf: bytes | bytearray) -> int:
+    """Offset of the ``}`` that ends the last complete event in ``buf``, or -1."""
+    cut = buf.rfind(b"},\n  {")
+    if cut >= 0:
+        return cut
+    last = None
+    for last in _KINETO_SEP.finditer(buf):  # noqa: B007 - we want the last match
+        pass
+    return last.start() if last is not None else -1
+
+
+def _decode_events(decoder: msgspec.json.Decoder, text: bytes | memoryview, builder: _Builder) -> None:
     try:
         builder.add(decoder.decode(text))
     except msgspec.ValidationError as exc:

@@ -90,31 +90,31 @@ def hta_device_events(t: EventTable) -> DeviceSelection:
     kind, name, ts, dur = t.kind, t.name, t.ts, t.dur
     stream, corr = t.stream, t.correlation
     n = len(kind)
-    is_gpu = [(stream[i] >= 0 and corr[i] >= 0) or name[i] in sync_ids for i in range(n)]
+    # Device candidates: HTA's "GPU kernels" (stream and correlation ≥ 0, or a sync by name) and
+    # the other events that carry a stream.
+    device = [i for i in range(n) if stream[i] != -1 or name[i] in sync_ids]
+    is_gpu = {i for i in device if (stream[i] >= 0 and corr[i] >= 0) or name[i] in sync_ids}
     rounding = t.ns_resolution
     dropped = False
     if len(step_ids) >= 2:
-        last_start = max(ts[i] for i in range(n)
-                         if not is_gpu[i] and kind[i] != K_PYTHON and name[i] in step_ids)
+        step_starts = [ts[i] for i in range(n) if name[i] in step_ids and kind[i] != K_PYTHON and i not in is_gpu]
+        last_start = max(step_starts)
         if rounding:
             last_start = math.ceil(last_start)
-        allowed = set()
-        for i in range(n):
-            if not is_gpu[i] and kind[i] != K_PYTHON:
-                start = math.ceil(ts[i]) if rounding else ts[i]
-                if start < last_start:
-                    allowed.add(corr[i])
-
-        def keep(i: int) -> bool:
-            if is_gpu[i]:
-                return corr[i] in allowed
-            start = math.ceil(ts[i]) if rounding else ts[i]
-            return start < last_start
+        # ceil(ts) < L  ⟺  ts ≤ L - 1 for an integer L (rounding) and ts < L otherwise.
+        limit = last_start - 1 if rounding else last_start
+        allowed = {corr[i] for i in range(n)
+                   if (ts[i] <= limit if rounding else ts[i] < limit) and kind[i] != K_PYTHON
+                   and i not in is_gpu}
+        if rounding:
+            index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1
+                     and (corr[i] in allowed if i in is_gpu else ts[i] <= limit)]
+        else:
+            index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1
+                     and (corr[i] in allowed if i in is_gpu else ts[i] < limit)]
         dropped = True
     else:
-        def keep(i: int) -> bool:
-            return True
-    index = [i for i in range(n) if stream[i] != -1 and kind[i] != K_PYTHON and keep(i)]
+        index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1]
     if rounding:
         start = [float(math.ceil(ts[i])) for i in index]
         end = [float(math.floor(ts[i] + dur[i])) for i in index]
