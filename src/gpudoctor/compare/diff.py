@@ -153,7 +153,7 @@ def to_report(c: Comparison) -> Report:
     if rows:
         tables.append(MetricTable(title="Findings before → after", key="findings_diff",
                                   columns=["status", "code", "name", "where"], rows=rows))
-    notes = [f"verdict: {c.verdict} — {c.reason}"]
+    notes = [f"verdict: {c.verdict} — {c.reason}", *c.before.notes, *c.after.notes]
     if c.new:
         notes.append(f"{len(c.new)} finding(s) appeared after the change: "
                      + ", ".join(sorted({k.code for k in c.new})) + ".")

@@ -56,6 +56,7 @@ class Side:
     samples_per_step: float | None = None
     findings: list[FindingKey] = field(default_factory=list)
     step_source: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 AnalyzeFn = Callable[[Sequence[Path]], Mapping[str, Any]]
@@ -132,7 +133,7 @@ def _step_lists(data: Mapping[str, Any]) -> tuple[dict[int, list[float]], str | 
                 if values:
                     rank = row.get("rank", i)
                     per_rank[rank if isinstance(rank, int) else i] = values
-                    source = source or "trace"
+                    source = source or "trace-host"
                     break
     return per_rank, source, samples_per_step
 
@@ -189,8 +190,12 @@ def side_from_dict(label: str, data: Mapping[str, Any], kind: str) -> Side:
         raise UserError(f"{label} is JSON but not a gpudoctor report or recording (no 'findings' or "
                         f"'steps').", ExitCode.USAGE)
     per_rank, source, samples_per_step = _step_lists(data)
+    notes = []
+    if source == "trace-host":
+        notes.append(f"{label}: step times are the traced host spans only; a GPU-bound step looks "
+                     f"shorter than it is. Save analyze output with --per-step (GPU busy time per step).")
     return Side(label=label, kind=kind, step_ms=job_step_ms(per_rank), per_rank_step_ms=per_rank,
-                samples_per_step=samples_per_step, findings=_finding_keys(data), step_source=source)
+                samples_per_step=samples_per_step, findings=_finding_keys(data), step_source=source, notes=notes)
 
 
 def _trace_files(path: Path) -> list[Path]:
