@@ -25,7 +25,8 @@ EXAMPLES = REPO / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 from _common import parse_result_line  # noqa: E402
-from zoo import BY_NAME, EXAMPLES as ZOO  # noqa: E402
+from zoo import BY_NAME  # noqa: E402
+from zoo import EXAMPLES as ZOO  # noqa: E402
 
 #: Run as separate subprocesses below (their process model is the point).
 OWN_PROCESS = {"input_bound", "small_shm", "ddp_straggler"}
