@@ -47,7 +47,8 @@ class Target:
 
     def _read_err(self) -> None:
         assert self.proc.stderr is not None
-        self.stderr = self.proc.stderr.read()
+        for line in self.proc.stderr:
+            self.stderr += line
 
     @property
     def pid(self) -> int:

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,19 @@ from agent_helpers import Target, agent_threads
 pytest.importorskip("hypno", reason="the optional injector (gpudoctor[inject]) is not installed")
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Target, Path]]:
+    """One loop with two DataLoader workers, shared by the tests that leave it as they found it."""
+    pause = tmp_path_factory.mktemp("agent") / "pause"
+    target = Target("--workers", "2", "--load-ms", "1", "--compute-ms", "5", "--seconds", "120",
+                    "--pause-file", str(pause)).wait_ready()
+    yield target, pause
+    target.stop()
+
+
 def _inject(target: Target):  # type: ignore[no-untyped-def]
     result = inject(target.pid, timeout_s=20)
-    assert result.ok, result.reason
+    assert result.ok, f"{result.reason}\n--- target stderr:\n{target.stderr[-3000:]}"
     assert result.method == "hypno"
     assert result.client is not None
     return result.client
@@ -85,24 +96,22 @@ def test_inject_stats_profile_detach(target_factory: type[Target]) -> None:
     trace.unlink()
 
 
-def test_profile_trace_goes_through_analyze_paths(target_factory: type[Target]) -> None:
-    analysis = pytest.importorskip("gpudoctor.trace.analysis", reason="trace analysis not in this build")
-    from gpudoctor.catalog import load_catalog
+def test_no_agent_in_dataloader_workers(shared: tuple[Target, Path]) -> None:
+    import psutil
 
-    target = target_factory("--compute-ms", "1").wait_ready()
+    target, _ = shared
     client = _inject(target)
-    client.profile(steps=3, timeout_s=30)
-    done = client.wait_profile(30)
-    assert done.status == "done", done.detail
+    stats = _wait_stats(client, min_steps=5)
+    assert stats.data_wait_pct is not None and stats.steps_per_s
+    workers = psutil.Process(target.pid).children()
+    assert len(workers) == 2
+    for w in workers:                      # forked before and after the injection alike
+        assert find_socket(w.pid) is None
     client.detach()
-    report = analysis.analyze_paths([done.trace_path], load_catalog([]))
-    assert report.inputs == [done.trace_path]
-    assert report.data["ranks"], "the trace reader found no rank in the agent's trace"
-    Path(done.trace_path or "").unlink()
 
 
-def test_attach_detach_cycles_and_two_clients(target_factory: type[Target]) -> None:
-    target = target_factory("--compute-ms", "3").wait_ready()
+def test_attach_detach_cycles_and_two_clients(shared: tuple[Target, Path]) -> None:
+    target, _ = shared
     for _cycle in range(3):
         first = _inject(target)
         second = find_agent(target.pid)
@@ -112,22 +121,26 @@ def test_attach_detach_cycles_and_two_clients(target_factory: type[Target]) -> N
         second.close()
         first.detach()
         deadline = time.monotonic() + 5
-        while find_socket(target.pid) is not None and time.monotonic() < deadline:
+        while (find_socket(target.pid) or agent_threads(target.pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert find_socket(target.pid) is None
         assert find_agent(target.pid) is None
+        assert agent_threads(target.pid) == []
     assert target.alive()
     target.wait_steps(5)
 
 
-def test_client_killed_mid_profile_window_still_finishes(target_factory: type[Target]) -> None:
-    target = target_factory("--compute-ms", "20").wait_ready()
+def test_client_killed_mid_profile_window_still_finishes(shared: tuple[Target, Path]) -> None:
+    analysis = pytest.importorskip("gpudoctor.trace.analysis", reason="trace analysis not in this build")
+    from gpudoctor.catalog import load_catalog
+
+    target, _ = shared
     client = _inject(target)
-    # A separate client process asks for 15 steps (~0.4 s) and is SIGKILLed while it records.
+    # A separate client process asks for 30 steps and is SIGKILLed while the window records.
     asker = subprocess.Popen([sys.executable, "-c", (
         "import sys, time\n"
         "from gpudoctor.agent.client import find_agent\n"
-        "c = find_agent(int(sys.argv[1])); c.profile(steps=15, timeout_s=60)\n"
+        "c = find_agent(int(sys.argv[1])); c.profile(steps=30, timeout_s=60)\n"
         "print('asked', flush=True); time.sleep(60)\n"), str(target.pid)], stdout=subprocess.PIPE, text=True)
     assert asker.stdout is not None and asker.stdout.readline().strip() == "asked"
     deadline = time.monotonic() + 10
@@ -136,29 +149,77 @@ def test_client_killed_mid_profile_window_still_finishes(target_factory: type[Ta
     asker.kill()
     asker.wait()
     done = client.wait_profile(30)
-    assert done.status == "done" and done.steps_done == 15, done
-    assert Path(done.trace_path or "").stat().st_size > 0
+    assert done.status == "done" and done.steps_done == 30, done
+    client.detach()
     assert target.alive()
     target.wait_steps(5)
-    client.detach()
+    # the session hands the trace to the trace analyzer: it must read it as one rank with 30 steps
+    report = analysis.analyze_paths([done.trace_path], load_catalog([]))
+    assert report.data["ranks"], "the trace reader found no rank in the agent's trace"
+    steps_table = [t for t in report.tables if t.key == "steps"]
+    if steps_table:
+        assert len(steps_table[0].rows) >= 29
     Path(done.trace_path or "").unlink()
 
 
-def test_profile_time_limit_when_steps_stop(target_factory: type[Target]) -> None:
-    # 300 ms per sample × 16 per batch: the next step boundary is ~5 s away, the limit is 1 s.
-    target = target_factory("--load-ms", "300", "--compute-ms", "0")
-    assert target.ready.wait(60)
+def test_profile_time_limit_when_steps_stop(shared: tuple[Target, Path]) -> None:
+    target, pause = shared
     client = _inject(target)
-    client.profile(steps=3, timeout_s=1)
-    done = client.wait_profile(10)
-    assert done.status in ("failed", "done")
-    assert "time limit" in done.detail
-    assert target.alive()
+    try:
+        pause.touch()                                   # armed, and no step ever comes
+        time.sleep(0.3)
+        client.profile(steps=3, timeout_s=1)
+        done = client.wait_profile(10)
+        assert done.status == "failed" and "no training step arrived" in done.detail, done
+        pause.unlink()
+        client.profile(steps=100, timeout_s=2)          # recording when the steps stop
+        deadline = time.monotonic() + 10
+        while client.profile_status().steps_done < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pause.touch()
+        deadline = time.monotonic() + 10
+        while "time limit" not in client.profile_status().detail and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # torch.profiler may only be stopped on the training thread: it waits for the next step
+        waiting = client.profile_status()
+        assert waiting.status == "recording" and "next training step" in waiting.detail, waiting
+        pause.unlink()
+        done = client.wait_profile(15)
+        assert done.status == "done" and "stopped early (the time limit passed)" in done.detail, done
+        assert 2 <= done.steps_done < 100
+        assert Path(done.trace_path or "").stat().st_size > 0
+        Path(done.trace_path or "").unlink()
+    finally:
+        pause.unlink(missing_ok=True)
+    target.wait_steps(5)
     client.detach()
+    assert target.alive()
+
+
+def test_detach_while_recording_finishes_on_the_next_step(shared: tuple[Target, Path]) -> None:
+    target, _ = shared
+    client = _inject(target)
+    client.profile(steps=50, timeout_s=60)
+    deadline = time.monotonic() + 10
+    while client.profile_status().steps_done < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before = set(Path(client.socket_path).parent.glob(f"trace-{target.pid}-*"))
+    client.detach()
+    deadline = time.monotonic() + 10
+    while (find_socket(target.pid) or agent_threads(target.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    target.wait_steps(5)
+    written = set(Path(client.socket_path).parent.glob(f"trace-{target.pid}-*")) - before
+    assert len(written) == 1 and next(iter(written)).stat().st_size > 0   # the partial window was kept
+    next(iter(written)).unlink()
+    assert find_socket(target.pid) is None and agent_threads(target.pid) == []
+    again = _inject(target)                  # and a later attach starts cleanly
+    assert _wait_stats(again, min_steps=3).steps_total >= 3
+    again.detach()
 
 
 def test_target_exits_mid_attach(target_factory: type[Target]) -> None:
-    target = target_factory("--seconds", "4", "--compute-ms", "3").wait_ready()
+    target = target_factory("--seconds", "3", "--compute-ms", "3").wait_ready()
     client = _inject(target)
     socket_path = client.socket_path
     client.stats()
@@ -168,20 +229,6 @@ def test_target_exits_mid_attach(target_factory: type[Target]) -> None:
             client.stats()
     assert find_agent(target.pid) is None
     assert not socket_path.exists()       # removed at interpreter exit
-
-
-def test_no_agent_in_dataloader_workers(target_factory: type[Target]) -> None:
-    import psutil
-
-    target = target_factory("--workers", "2", "--load-ms", "1").wait_ready()
-    client = _inject(target)
-    stats = _wait_stats(client, min_steps=5)
-    assert stats.data_wait_pct is not None
-    workers = psutil.Process(target.pid).children()
-    assert len(workers) == 2
-    for w in workers:
-        assert find_socket(w.pid) is None
-    client.detach()
 
 
 def test_refusals_are_one_sentence_with_distinct_codes() -> None:

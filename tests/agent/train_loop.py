@@ -7,6 +7,7 @@ measure the step rate from outside (before, during and after the agent is attach
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -49,6 +50,7 @@ def main() -> None:
     p.add_argument("--compute-ms", type=float, default=2.0, help="extra sleep per step (simulated GPU work)")
     p.add_argument("--compile", action="store_true", help="torch.compile(backend='eager') with a graph break")
     p.add_argument("--explicit", action="store_true", help="import gpudoctor; install_agent(); step()")
+    p.add_argument("--pause-file", default="", help="no steps while this file exists")
     p.add_argument("--autocast", action="store_true", help="bf16 CPU autocast around the forward")
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -64,6 +66,8 @@ def main() -> None:
     print("ready", flush=True)
     while time.time() < end:
         for x, y in loader:
+            while args.pause_file and os.path.exists(args.pause_file):
+                time.sleep(0.02)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
                 out = forward(x)
             loss = torch.nn.functional.mse_loss(out.float(), y)

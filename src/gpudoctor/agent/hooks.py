@@ -22,6 +22,19 @@ if TYPE_CHECKING:
 
 MAX_REASONS = 20
 
+# torch iterates its global optimizer-hook dict while it calls the hooks; adding or removing an entry
+# from another thread at that moment raises "dictionary changed size during iteration" inside the
+# program's optimizer.step(). So the agent registers ONE hook per process, the first time it needs
+# it, and never removes it: detach makes it inert (``_step_target = None``), a later attach reuses it.
+_step_hook_registered = False
+_step_target: TorchHooks | None = None
+
+
+def _global_optimizer_step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+    target = _step_target
+    if target is not None:
+        target._on_optimizer_step(optimizer, args, kwargs)
+
 
 def _loaded(name: str) -> Any:
     """The module ``name`` if it is imported and finished initialising, else None."""
@@ -42,7 +55,8 @@ class TorchHooks:
         self._pid = agent.pid
         self._lock = threading.Lock()
         self._active = True
-        self._optimizer_handle: Any = None
+        self._step_hooked = False
+        self._uninstalling = False
         self._primary_optimizer: Any = None          # weakref to the optimizer that defines a step
         self._dataloader_cls: Any = None
         self._dataloader_orig: Any = None
@@ -58,11 +72,11 @@ class TorchHooks:
     # -- install / uninstall -----------------------------------------------------------------
 
     def install_when_loaded(self) -> None:
-        if not self._active or "torch" not in sys.modules:
+        if not self._active or self._uninstalling or "torch" not in sys.modules:
             return
         with self._lock:
             try:
-                if self._optimizer_handle is None:
+                if not self._step_hooked:
                     self._hook_optimizer()
                 if self._dataloader_cls is None:
                     self._hook_dataloader()
@@ -74,10 +88,15 @@ class TorchHooks:
                 pass
 
     def _hook_optimizer(self) -> None:
+        global _step_hook_registered, _step_target
         optim = _loaded("torch.optim.optimizer")
         if optim is None or not hasattr(optim, "register_optimizer_step_post_hook"):
             return
-        self._optimizer_handle = optim.register_optimizer_step_post_hook(self._on_optimizer_step)
+        if not _step_hook_registered:
+            optim.register_optimizer_step_post_hook(_global_optimizer_step_hook)
+            _step_hook_registered = True
+        _step_target = self
+        self._step_hooked = True
 
     def _hook_dataloader(self) -> None:
         dl = _loaded("torch.utils.data.dataloader")
@@ -103,7 +122,7 @@ class TorchHooks:
 
     def waiting_for_torch(self) -> bool:
         """True while torch is being imported and the step hook is not in yet (tick fast then)."""
-        return self._active and "torch" in sys.modules and self._optimizer_handle is None
+        return self._active and "torch" in sys.modules and not self._step_hooked
 
     def _hook_torch_compile(self) -> None:
         """Wrap ``torch.compile`` so dynamo's hooks go in before the first compiled call traces."""
@@ -143,12 +162,16 @@ class TorchHooks:
         setattr(owner, attr, wrapper)
         self._dynamo_patches.append((owner, attr, original, wrapper))
 
-    def uninstall(self) -> None:
+    def uninstall(self, keep_step_hook: bool = False) -> None:
+        """Undo every hook. ``keep_step_hook``: leave the step hook live (a profile window must still
+        end on the training thread); call again without it from there to finish."""
+        global _step_target
         with self._lock:
-            self._active = False
-            if self._optimizer_handle is not None:
-                _quiet(self._optimizer_handle.remove)
-                self._optimizer_handle = None
+            self._uninstalling = True
+            if not keep_step_hook:
+                self._active = False
+                if _step_target is self:
+                    _step_target = None
             if self._dataloader_cls is not None and self._dataloader_cls.__dict__.get("__next__") is self._dataloader_wrapper:
                 self._dataloader_cls.__next__ = self._dataloader_orig
             self._dataloader_cls = None

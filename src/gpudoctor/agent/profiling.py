@@ -46,6 +46,8 @@ class ProfileWindow:
         self._deadline = 0.0
         self._prof: Any = None
         self._trace_written = False
+        self._stop_reason = ""
+        self._thread_id = 0
 
     def snapshot(self) -> dict[str, Any]:
         return {"status": self.status, "steps_requested": self.steps_requested,
@@ -87,6 +89,9 @@ class ProfileWindow:
                     return
                 if self._trace_written:
                     self._close("")
+                elif self._stop_reason:
+                    self._close(f"stopped early ({self._stop_reason}) after {self.steps_done} of "
+                                f"{self.steps_requested} steps.")
 
     def _start(self) -> None:
         with self._lock:
@@ -101,7 +106,8 @@ class ProfileWindow:
                 torch = sys.modules["torch"]
                 if torch.cuda.is_available() and torch.cuda.is_initialized():
                     activities.append(tp.ProfilerActivity.CUDA)
-                self._trace_written = False
+                self._trace_written, self._stop_reason = False, ""
+                self._thread_id = threading.get_ident()
                 self._prof = tp.profile(
                     activities=activities, record_shapes=False, with_stack=False,
                     schedule=tp.schedule(wait=0, warmup=1, active=self.steps_requested, repeat=1),
@@ -142,14 +148,28 @@ class ProfileWindow:
 
     def tick(self) -> None:
         """From the socket thread: end a window whose time limit has passed."""
-        if not self.busy or time.monotonic() < self._deadline:
-            return
-        self.abort("the time limit passed")
+        if self.busy and time.monotonic() >= self._deadline:
+            self.abort("the time limit passed")
 
     def abort(self, why: str) -> None:
-        """End an armed or recording window now (time limit, detach, interpreter exit)."""
+        """End an armed window now; ask a recording one to end at the next step.
+
+        torch.profiler must be stopped on the thread that started it: stopping it from the socket
+        thread crashed the process (SIGSEGV, torch 2.13 CPU). So a recording window whose steps
+        stopped keeps recording until the next step boundary (or :meth:`stop_at_exit`).
+        """
         with self._lock:
             if self.status == "armed":
                 self.status, self.detail = "failed", f"no training step arrived before {why}; nothing recorded."
-            elif self.status == "recording":
-                self._close(f"stopped early ({why}) after {self.steps_done} of {self.steps_requested} steps.")
+            elif self.status == "recording" and not self._stop_reason:
+                self._stop_reason = why
+                self.detail = f"{why}; the window ends at the next training step."
+
+    def stop_at_exit(self) -> None:
+        """At interpreter exit: finish a recording window if this is the thread that started it."""
+        with self._lock:
+            if self.status == "recording" and threading.get_ident() == self._thread_id:
+                self._close(f"stopped early (the program exited) after {self.steps_done} of "
+                            f"{self.steps_requested} steps.")
+            elif self.busy:
+                self._fail("the program exited before the window ended; nothing written.")

@@ -31,6 +31,7 @@ FAST_TICK_S = 0.005
 
 _lock = threading.Lock()
 _agent: Agent | None = None
+_detaching: Agent | None = None      # detached while a profile window records: ends on the next step
 _fork_hook_registered = False
 _in_forked_child = False
 
@@ -53,6 +54,7 @@ class Agent:
         self.mem_points: deque[tuple[int, int]] = deque(maxlen=256)  # (step, allocated bytes)
         self.cuda_device: int | None = None
         self.profile = ProfileWindow(directory)
+        self.detaching = False
         self.torch_hooks = hooks.TorchHooks(self)
         self.server = AgentServer(directory / socket_name(self.pid), self.handle, self.tick)
 
@@ -75,6 +77,8 @@ class Agent:
             self.torch_hooks.disarm_autocast_probe()
         if self.profile.status in ("armed", "recording"):
             self.profile.on_step()
+        if self.detaching and not self.profile.busy:
+            _finish_detach(self)
 
     # -- socket thread ---------------------------------------------------------------------
 
@@ -220,7 +224,7 @@ def install(source: str = "import") -> str | None:
 
 def mark_step() -> None:
     """An explicit step boundary (``gpudoctor.step()``). Never raises."""
-    agent = _agent
+    agent = _agent or _detaching
     if agent is None or agent.pid != os.getpid():
         return
     try:
@@ -235,24 +239,42 @@ def current() -> Agent | None:
 
 
 def detach() -> None:
-    """Remove every hook and thread and the socket; the program carries on as before."""
-    global _agent
+    """Remove the hooks, thread and socket; the program carries on as before.
+
+    A recording profile window must end on the training thread, so when one records, the step hook
+    stays live until the next step, which writes the trace and then finishes the detach.
+    """
+    global _agent, _detaching
     with _lock:
         agent, _agent = _agent, None
     if agent is None or agent.pid != os.getpid():
         return
     try:
         agent.profile.abort("detach")
-        agent.torch_hooks.uninstall()
+        if agent.profile.status == "recording":
+            agent.detaching = True
+            _detaching = agent
+            agent.torch_hooks.uninstall(keep_step_hook=True)
+        else:
+            agent.torch_hooks.uninstall()
     finally:
         agent.server.stop()
 
 
+def _finish_detach(agent: Agent) -> None:
+    global _detaching
+    agent.detaching = False
+    agent.torch_hooks.uninstall()
+    if _detaching is agent:
+        _detaching = None
+
+
 def _at_exit() -> None:
-    agent = _agent
-    if agent is None or agent.pid != os.getpid():
-        return
-    try:
-        agent.profile.abort("the program exited")
-    finally:
-        detach()
+    for agent in (_agent, _detaching):
+        if agent is None or agent.pid != os.getpid():
+            continue
+        try:
+            agent.profile.stop_at_exit()
+        except Exception:
+            pass
+    detach()
