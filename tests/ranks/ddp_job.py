@@ -126,7 +126,8 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
     timer = CollectiveTimer()
     model.register_comm_hook(None, timer.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = DataLoader(SlowReadDataset(BATCH * (args.steps + 1), delay), batch_size=BATCH)
+    loader = DataLoader(SlowReadDataset(BATCH * (args.steps + 1), delay), batch_size=BATCH,
+                        num_workers=args.workers)
     out = (Path(args.out) / f"rank{rank}.jsonl").open("w")
     prof = None
     if args.profile:
@@ -188,6 +189,7 @@ def main() -> None:
     p.add_argument("--extra-matmuls", type=int, default=60, help="more work on the slow rank (--mode compute)")
     p.add_argument("--read-delay-ms", type=float, default=1.0, help="per sample, on the slow rank")
     p.add_argument("--step-sleep-ms", type=float, default=0.0, help="pause after each step (long-running jobs)")
+    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--launcher", choices=["spawn", "env"], default="spawn")
     p.add_argument("--out", required=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from gpudoctor.exitcodes import ExitCode, UserError
@@ -81,7 +81,7 @@ def metric_families(snap: Snapshot | None) -> Iterator[Any]:
 
 
 def _rank_families(snap: Snapshot, gauge: Any, counter: Any) -> Iterator[Any]:
-    per_rank = [
+    per_rank: list[tuple[str, str, str, Callable[[Any], float | None]]] = [
         ("step_time_seconds", "Median step time over the last window.", "step_time_ms", _seconds),
         ("steps_per_second", "Training steps per second over the last window.", "steps_per_s", float),
         ("data_wait_ratio", "Share of the step spent waiting for the next batch.", "data_wait_pct", _ratio),
@@ -114,7 +114,7 @@ def _rank_families(snap: Snapshot, gauge: Any, counter: Any) -> Iterator[Any]:
 
 
 def _gpu_families(snap: Snapshot, gauge: Any) -> Iterator[Any]:
-    per_gpu = [
+    per_gpu: list[tuple[str, str, str, Callable[[Any], float | None]]] = [
         ("gpu_utilization_ratio", "NVML GPU utilization (share of time a kernel ran).", "util_pct", _ratio),
         ("gpu_memory_used_bytes", "GPU memory in use.", "mem_used_mib", lambda v: float(v) * 2**20),
         ("gpu_memory_total_bytes", "GPU memory in total.", "mem_total_mib", lambda v: float(v) * 2**20),
@@ -232,7 +232,7 @@ def start_exporter(session: _SnapshotSource | None, port: int, addr: str = "127.
                         "pip install 'gpudoctor[prometheus]'.", ExitCode.USAGE) from None
     handle = ExporterHandle(session, addr, port)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(handle))  # type: ignore[arg-type]
+    registry.register(_Collector(handle))
     try:
         server, thread = start_http_server(port, addr=addr, registry=registry)
     except OSError as exc:
