@@ -124,6 +124,11 @@ def _step_lists(data: Mapping[str, Any]) -> tuple[dict[int, list[float]], str | 
         per_rank = _steps_table(data)
         if per_rank:
             source = source or "trace"
+    if not per_rank and isinstance(steps, dict):
+        p50 = steps.get("step_time_p50_ms")
+        if isinstance(p50, (int, float)) and not isinstance(p50, bool) and p50 > 0:
+            per_rank[0] = [float(p50)]  # a summary without samples: a median, no noise estimate
+            source = "summary"
     if not per_rank and isinstance(data.get("ranks"), list):
         for i, row in enumerate(data["ranks"]):
             if not isinstance(row, dict):
@@ -191,6 +196,9 @@ def side_from_dict(label: str, data: Mapping[str, Any], kind: str) -> Side:
                         f"'steps').", ExitCode.USAGE)
     per_rank, source, samples_per_step = _step_lists(data)
     notes = []
+    if source == "summary":
+        notes.append(f"{label}: the recording holds only a median step time, no step samples (see "
+                     f"docs/recording-format.md): no noise estimate is possible.")
     if source == "trace-host":
         notes.append(f"{label}: step times are the traced host spans only; a GPU-bound step looks "
                      f"shorter than it is. Save analyze output with --per-step (GPU busy time per step).")
