@@ -331,19 +331,35 @@ def _decode_stream(fh: BinaryIO, builder: _Builder, chunk_bytes: int, path: Path
             pending += nxt
             continue
         break
-    # The rest: the last events, "]", and the keys after the array.
+    # The rest: the last events, "]", and the keys after the array. The array's "]" is searched
+    # from the end; a candidate must leave a tail that decodes as the document's last keys.
     trailer = None
-    for m in re.finditer(rb"\}\s*\]", pending):
-        tail = bytes(pending[m.end():]).strip()
+    pos = len(pending)
+    while trailer is None:
+        pos = pending.rfind(b"]", 0, pos)
+        if pos < 1:
+            break
+        last = pos - 1
+        while last > 0 and pending[last] in b" \t\r\n":
+            last -= 1
+        if pending[last] != 0x7D:  # "}": the end of the last event
+            continue
+        tail = bytes(pending[pos + 1:]).strip()
         if not tail.endswith(b"}"):
             continue
         try:
-            events = decoder.decode(b"[" + pending[1:m.start() + 1] + b"]")
-            trailer = msgspec.json.decode(b"{" + tail.lstrip(b","), type=_Header)
+            candidate = msgspec.json.decode(b"{" + tail.lstrip(b",").lstrip(), type=_Header)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        pending[0] = 0x5B
+        pending[last + 1] = 0x5D
+        try:
+            with memoryview(pending) as view:
+                events = decoder.decode(view[:last + 2])
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
         builder.add(events)
-        break
+        trailer = candidate
     if trailer is None:
         raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
     header.distributedInfo = header.distributedInfo or trailer.distributedInfo
