@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from agent_helpers import Target, agent_threads
 
 from gpudoctor.agent.client import AgentLost, find_agent, inject
 from gpudoctor.agent.paths import find_socket
 from gpudoctor.exitcodes import ExitCode
-from agent_helpers import Target, agent_threads
 
 pytest.importorskip("hypno", reason="the optional injector (gpudoctor[inject]) is not installed")
 

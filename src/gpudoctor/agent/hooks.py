@@ -238,8 +238,7 @@ class TorchHooks:
             location = f"{stack[-1].filename}:{stack[-1].lineno}"
         elif isinstance(code_options, dict) and "co_filename" in code_options:
             location = f"{code_options['co_filename']}:{code_options.get('co_firstlineno', 0)}"
-        headline = str(reason).strip().splitlines()[0] if str(reason).strip() else "graph break"
-        key = f"{headline} at {location}" if location else headline
+        key = f"{_graph_break_headline(reason, exc)} at {location}" if location else _graph_break_headline(reason, exc)
         if key in self.graph_break_reasons or len(self.graph_break_reasons) < MAX_REASONS:
             self.graph_break_reasons[key] = self.graph_break_reasons.get(key, 0) + 1
 
@@ -358,6 +357,18 @@ class TorchHooks:
             }
         except Exception:
             return {}
+
+
+def _graph_break_headline(reason: str, exc: Any) -> str:
+    """``"<graph-break type>: <explanation>"`` from dynamo's exception, else the reason's first line."""
+    text = str(exc) if exc is not None else ""
+    kind = str(getattr(exc, "gb_type", "") or "").strip()
+    explanation = next((ln.strip()[len("Explanation:"):].strip() for ln in text.splitlines()
+                        if ln.strip().startswith("Explanation:")), "")
+    if kind and explanation:
+        return f"{kind}: {explanation}"[:240]
+    lines = [ln.strip() for ln in (text or str(reason)).splitlines() if ln.strip()]
+    return (lines[0] if lines else "graph break")[:240]
 
 
 def _quiet(fn: Any, *args: Any) -> None:

@@ -3,7 +3,8 @@
 The agent reaches every Python process the command starts (every rank under ``torchrun``) through a
 ``sitecustomize`` directory put first on PYTHONPATH (see ``gpudoctor/agent/bootstrap``); it skips
 DataLoader workers and other multiprocessing children. The view is the live session's: the
-dashboard on a terminal, else a report when the command exits (or after ``--duration``). Ctrl-C
+dashboard on a terminal, else a report when the command exits (or after ``--duration``). When the
+report goes to stdout as JSON/Markdown or into a pipe, the command's own stdout goes to stderr. Ctrl-C
 reaches the command (the terminal sends it to both; otherwise it is forwarded). A command that
 cannot be started ends in one sentence and exit status 7; a command that fails is reported with its
 own exit status, and gpudoctor then exits 7 as well.
@@ -54,10 +55,15 @@ def agent_env(base: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def start_command(cmd: list[str]) -> subprocess.Popen[bytes]:
-    """Start ``cmd`` with the agent; a command that cannot start is a UserError (TARGET_FAILED)."""
+def start_command(cmd: list[str], stdout_to_stderr: bool = False) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` with the agent; a command that cannot start is a UserError (TARGET_FAILED).
+
+    ``stdout_to_stderr``: the report owns stdout (JSON/Markdown, or piped), so the command's own
+    output goes to stderr and stdout stays machine-readable.
+    """
     try:
-        return subprocess.Popen(cmd, env=agent_env(dict(os.environ)))
+        return subprocess.Popen(cmd, env=agent_env(dict(os.environ)),
+                                stdout=sys.stderr.fileno() if stdout_to_stderr else None)
     except FileNotFoundError:
         raise UserError(f"command not found: {cmd[0]} (check the spelling and your PATH).",
                         ExitCode.TARGET_FAILED) from None
@@ -117,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     config, catalog = prepare(args)
     threshold = fail_on(args, config)
     started = time.monotonic()
-    child = start_command(cmd)
+    report_owns_stdout = args.output is None and (args.format != "text" or not sys.stdout.isatty())
+    child = start_command(cmd, stdout_to_stderr=report_owns_stdout)
     previous = signal.signal(signal.SIGTERM, lambda s, f: _forward(child, s))
     try:
         report, interrupted = _watch(args, child, catalog, config.options, started)
