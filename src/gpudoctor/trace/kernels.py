@@ -53,6 +53,7 @@ def hta_kernel_type(name: str) -> str:
     return OTHER
 
 
+@lru_cache(maxsize=65536)
 def is_communication(name: str) -> bool:
     """NCCL/RCCL kernels (HTA's definition, plus RCCL and generic all-reduce names)."""
     if _HTA_COMM_RE.match(name):

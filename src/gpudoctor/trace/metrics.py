@@ -108,22 +108,20 @@ class _Context:
         aten = {i for i, n in enumerate(names) if n.startswith("aten::")}
         syncs = {i for i, n in enumerate(names) if n in _SYNC_CALLS}
         kind, name, corr, stream, thread = t.kind, t.name, t.correlation, t.stream, t.thread
-        device_kinds = (K_KERNEL, K_MEMCPY, K_MEMSET)
-        for i in range(len(kind)):
-            k = kind[i]
-            if k in device_kinds:
-                self.device.append(i)
-            elif k == K_RUNTIME:
-                if corr[i] >= 0:
-                    self.launch_by_corr[corr[i]] = i
-                if name[i] in syncs:
-                    self.sync_calls.append(i)
-            elif stream[i] < 0 and k in _HOST_KINDS:
-                nid = name[i]
-                if nid in wanted:
-                    self.host_by_name.setdefault(nid, []).append(i)
-                elif k == K_CPU_OP and nid in aten:
-                    self.aten_by_thread.setdefault(thread[i], []).append(i)
+        # K_KERNEL, K_MEMCPY and K_MEMSET are 4, 5 and 6.
+        self.device = [i for i, k in enumerate(kind) if K_KERNEL <= k <= K_MEMSET]
+        runtime = [i for i, k in enumerate(kind) if k == K_RUNTIME]
+        self.launch_by_corr = {corr[i]: i for i in runtime if corr[i] >= 0}
+        self.sync_calls = [i for i in runtime if name[i] in syncs]
+        interesting = wanted | aten
+        for i in [i for i, nid in enumerate(name) if nid in interesting]:
+            if stream[i] >= 0 or kind[i] not in _HOST_KINDS:
+                continue
+            nid = name[i]
+            if nid in wanted:
+                self.host_by_name.setdefault(nid, []).append(i)
+            elif kind[i] == K_CPU_OP:
+                self.aten_by_thread.setdefault(thread[i], []).append(i)
 
     def host_ops(self, t: EventTable, predicate: Any) -> list[int]:
         """Host events inside the steps whose name satisfies ``predicate`` (names pre-selected above)."""

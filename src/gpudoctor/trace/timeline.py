@@ -26,16 +26,23 @@ Interval = tuple[float, float]
 
 def merge(intervals: Iterable[Interval]) -> list[Interval]:
     """Union of intervals, as HTA's ``merge_kernel_intervals`` computes it (sorted by start)."""
-    out: list[list[float]] = []
+    out: list[Interval] = []
+    cur_start = cur_end = 0.0
     cummax = -math.inf
+    started = False
     for start, end in sorted(intervals):
-        if start > cummax or not out:
-            out.append([start, end])
-        elif end > out[-1][1]:
-            out[-1][1] = end
+        if not started:
+            cur_start, cur_end, started = start, end, True
+        elif start > cummax:
+            out.append((cur_start, cur_end))
+            cur_start, cur_end = start, end
+        elif end > cur_end:
+            cur_end = end
         if end > cummax:
             cummax = end
-    return [(a, b) for a, b in out]
+    if started:
+        out.append((cur_start, cur_end))
+    return out
 
 
 def total(merged: Sequence[Interval]) -> float:
@@ -89,27 +96,28 @@ def hta_device_events(t: EventTable) -> DeviceSelection:
     sync_ids = {i for i, n in enumerate(names) if n in _SYNC_NAMES}
     kind, name, ts, dur = t.kind, t.name, t.ts, t.dur
     stream, corr = t.stream, t.correlation
-    n = len(kind)
     # Device candidates: HTA's "GPU kernels" (stream and correlation ≥ 0, or a sync by name) and
     # the other events that carry a stream.
-    device = [i for i in range(n) if stream[i] != -1 or name[i] in sync_ids]
+    device = [i for i, s in enumerate(stream) if s != -1]
+    if sync_ids:
+        device = sorted({*device, *(i for i, nid in enumerate(name) if nid in sync_ids)})
     is_gpu = {i for i in device if (stream[i] >= 0 and corr[i] >= 0) or name[i] in sync_ids}
     rounding = t.ns_resolution
     dropped = False
     if len(step_ids) >= 2:
-        step_starts = [ts[i] for i in range(n) if name[i] in step_ids and kind[i] != K_PYTHON and i not in is_gpu]
+        step_starts = [ts[i] for i, nid in enumerate(name)
+                       if nid in step_ids and kind[i] != K_PYTHON and i not in is_gpu]
         last_start = max(step_starts)
         if rounding:
             last_start = math.ceil(last_start)
-        # ceil(ts) < L  ⟺  ts ≤ L - 1 for an integer L (rounding) and ts < L otherwise.
+        # ceil(ts) < L  <=>  ts <= L - 1 for an integer L (rounding), else ts < L.
         limit = last_start - 1 if rounding else last_start
-        allowed = {corr[i] for i in range(n)
-                   if (ts[i] <= limit if rounding else ts[i] < limit) and kind[i] != K_PYTHON
-                   and i not in is_gpu}
         if rounding:
+            allowed = {c for i, (c, start) in enumerate(zip(corr, ts)) if start <= limit and i not in is_gpu}
             index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1
                      and (corr[i] in allowed if i in is_gpu else ts[i] <= limit)]
         else:
+            allowed = {c for i, (c, start) in enumerate(zip(corr, ts)) if start < limit and i not in is_gpu}
             index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1
                      and (corr[i] in allowed if i in is_gpu else ts[i] < limit)]
         dropped = True
@@ -130,9 +138,9 @@ def step_spans(t: EventTable) -> list[tuple[int, float, float]]:
     step_names = {i: int(m.group(1)) for i, n in enumerate(t.names) if (m := STEP_RE.search(n))}
     if not step_names:
         return []
-    for i in range(len(t.kind)):
-        num = step_names.get(t.name[i])
-        if num is None or t.stream[i] >= 0 or t.kind[i] == 7:  # 7: GPU-side annotation
+    for i in [i for i, nid in enumerate(t.name) if nid in step_names]:
+        num = step_names[t.name[i]]
+        if t.stream[i] >= 0 or t.kind[i] == 7:  # 7: GPU-side annotation
             continue
         span = (t.ts[i], t.ts[i] + t.dur[i])
         old = by_step.get(num)
