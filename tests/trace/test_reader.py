@@ -117,3 +117,16 @@ def test_directory_of_ranks_and_missing_paths(tmp_path: Path, trace_file: Callab
         find_trace_files([tmp_path / "nope"])
     with pytest.raises(UserError):
         find_trace_files([tmp_path])  # empty directory
+
+
+def test_directory_skips_json_that_is_not_a_trace(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    (tmp_path / "rank0.json.gz").write_bytes(trace_file("h200/compile_break.json.gz").read_bytes())
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    traces = read_traces([tmp_path])
+    assert len(traces) == 1 and any("config.json" in n for n in traces[0].notes)
+    with pytest.raises(UserError):  # named explicitly, it is an error
+        read_traces([tmp_path / "config.json"])
+    (tmp_path / "rank0.json.gz").unlink()
+    with pytest.raises(UserError) as info:
+        read_traces([tmp_path])
+    assert info.value.code == ExitCode.USAGE

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import gzip
-import io
 import re
 import zlib
 from array import array
@@ -467,18 +466,36 @@ def _size(path: Path) -> int:
 
 
 def read_traces(paths: Iterable[str | Path]) -> list[RankTrace]:
-    """Read every trace file under ``paths``; ranks missing from the files get their position."""
-    files = find_trace_files(paths)
-    traces = [load_trace(f, i) for i, f in enumerate(files)]
+    """Read every trace file under ``paths``; ranks missing from the files get their position.
+
+    A file named on the command line must be a trace. Inside a directory, JSON files that are not
+    traces (a run's ``result.json``, a config) are skipped with a note on the first trace.
+
+    Raises:
+        UserError: a named file is not a readable trace, or a directory holds no trace at all.
+    """
+    named = {Path(p) for p in paths if not Path(p).is_dir()}
+    traces: list[RankTrace] = []
+    skipped: list[str] = []
+    for f in find_trace_files(paths):
+        try:
+            traces.append(load_trace(f, len(traces)))
+        except UserError:
+            if f in named:
+                raise
+            skipped.append(f.name)
+    if not traces:
+        raise UserError(f"no torch.profiler trace found among {', '.join(skipped)}.", ExitCode.USAGE)
+    if skipped:
+        traces[0].notes.append(f"skipped {len(skipped)} JSON file(s) that are not traces: {', '.join(skipped[:5])}.")
     seen: set[int] = set()
-    for i, tr in enumerate(traces):
+    for tr in traces:
         if tr.rank in seen:
             new = max(seen) + 1
             tr.notes.append(f"{Path(tr.path).name}: rank {tr.rank} appears twice; using {new} for this file.")
             tr.rank = new
         seen.add(tr.rank)
-        del i
     return traces
 
 
-__all__ = ["EventTable", "RankTrace", "find_trace_files", "load_trace", "read_traces", "io"]
+__all__ = ["EventTable", "RankTrace", "find_trace_files", "load_trace", "read_traces"]
