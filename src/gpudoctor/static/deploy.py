@@ -35,7 +35,7 @@ def size_mib(text: str) -> int:
 
 def logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """Lines with backslash continuations joined, comments dropped; yields (first line number, text)."""
-    start, parts = 0, []
+    start, parts = 0, list[str]()
     for number, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
         if not parts:

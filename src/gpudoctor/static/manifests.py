@@ -108,7 +108,7 @@ def _pod(result: FileResult, pod: yaml.MappingNode) -> None:
         for key in ("command", "args"):
             words = [_scalar(n) or "" for n in _items(_get(container, key))]
             if words:
-                launch_sites(result, _pos(_get(container, key))[0], " ".join(words))  # type: ignore[arg-type]
+                launch_sites(result, _pos(_get(container, key))[0], " ".join(words))
         for mount in _items(_get(container, "volumeMounts")):
             if _scalar(_get(mount, "mountPath")) == "/dev/shm" and _scalar(_get(mount, "name")) in shm_volumes:
                 shm_mounted = True

@@ -20,18 +20,18 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
     """Record sites for one call. ``qual`` is the callee's resolved dotted name, ``attr`` its method name."""
     names = ck.names
     func = node.func
-    if names.matches(func, pn.DATALOADER):
+    if names.is_one_of(qual, pn.DATALOADER):
         _dataloader(ck, node)
-    elif names.matches(func, pn.DATA_PARALLEL):
+    elif names.is_one_of(qual, pn.DATA_PARALLEL):
         ck.emit("python.data_parallel", node, call=pn.short(func))
-    elif names.matches(func, pn.DDP):
+    elif names.is_one_of(qual, pn.DDP):
         ck.flags["uses_ddp"] = True
         ck.emit("python.ddp", node, find_unused_parameters=pn.tri_state(pn.keyword(node, "find_unused_parameters")))
-    elif names.matches(func, pn.AUTOCAST):
+    elif names.is_one_of(qual, pn.AUTOCAST):
         ck.flags["has_autocast"] = True
-        if ck.autocast_is_fp16(node):
+        if ck.autocast_is_fp16(node) and ck.autocast_enabled(node):
             ck.emit("python.fp16_autocast", node, call=pn.short(node, 50))
-    elif names.matches(func, pn.GRAD_SCALER):
+    elif names.is_one_of(qual, pn.GRAD_SCALER):
         ck.flags["has_grad_scaler"] = True
     elif qual in ("torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"):
         ck.flags["uses_ddp"] = True
@@ -54,9 +54,9 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
             ck.emit("python.optimizer", node, optimizer=qual.rsplit(".", 1)[-1], foreach="false")
     elif qual in pn.WHOLE_FILE_READERS:
         _reader(ck, node, qual)
-    if names.matches(func, pn.CONV_LAYERS) or (qual or "").startswith("torchvision.models.resnet"):
-        if ck.first_conv is None:
-            ck.first_conv = node
+    is_conv = names.is_one_of(qual, pn.CONV_LAYERS) or (qual or "").startswith("torchvision.models.resnet")
+    if is_conv and ck.first_conv is None:
+        ck.first_conv = node
     if attr is not None:
         _method(ck, node, attr)
 

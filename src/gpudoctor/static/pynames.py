@@ -83,14 +83,27 @@ class Names:
 
     def matches(self, node: ast.AST, names: frozenset[str]) -> bool:
         """Whether ``node`` names one of ``names`` (a bare, unimported last part matches too)."""
-        qual = self.qualname(node)
+        return self.is_one_of(self.qualname(node), names)
+
+    def is_one_of(self, qual: str | None, names: frozenset[str]) -> bool:
+        """Like :meth:`matches` for an already resolved name (the walker resolves each callee once)."""
         if qual is None:
             return False
         if qual in names:
             return True
         if "." not in qual and qual not in self.aliases:  # e.g. after `from torch.utils.data import *`
-            return any(n.rsplit(".", 1)[-1] == qual for n in names)
+            return qual in _last_parts(names)
         return False
+
+
+_LAST_PARTS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _last_parts(names: frozenset[str]) -> frozenset[str]:
+    cached = _LAST_PARTS.get(names)
+    if cached is None:
+        cached = _LAST_PARTS[names] = frozenset(n.rsplit(".", 1)[-1] for n in names)
+    return cached
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:
@@ -131,9 +144,17 @@ def mentions_cuda(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda")
 
 
-def has_modulo(node: ast.AST) -> bool:
-    """Whether an ``if`` test looks periodic (``step % 100 == 0``)."""
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node))
+def test_traits(node: ast.AST) -> tuple[bool, bool]:
+    """For an ``if`` test: (periodic — has ``%``, e.g. ``step % 100 == 0``; guards on the rank)."""
+    periodic = rank = False
+    for n in ast.walk(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+            periodic = True
+        elif isinstance(n, ast.Name):
+            rank = rank or "rank" in n.id.lower() or "main_process" in n.id.lower()
+        elif isinstance(n, ast.Attribute):
+            rank = rank or "rank" in n.attr or "main_process" in n.attr
+    return periodic, rank
 
 
 def names_in(node: ast.AST) -> set[str]:

@@ -11,7 +11,9 @@ or execute the code it reads, and must not import torch.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
@@ -21,6 +23,11 @@ from gpudoctor.static.sites import FileResult, Site, find_ignores
 #: Project-wide flags every Python file contributes to (OR-ed over files; see ``static/runner.py``).
 FLAGS = ("uses_cuda", "uses_ddp", "has_distributed_sampler", "pins_memory", "cudnn_benchmark", "uses_no_sync",
          "has_grad_scaler", "has_autocast", "dataloader_workers")
+
+
+#: Fields that never hold nodes the walker cares about (expression contexts, operators).
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "kind"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass
@@ -47,6 +54,10 @@ class _Function:
     compiled: bool
     breakers: list[Site] = field(default_factory=list)
 
+    @property
+    def may_be_compiled(self) -> bool:
+        return self.compiled or self.node.name == "forward"
+
 
 class PythonChecker(ast.NodeVisitor):
     """Walks one module once and fills a :class:`FileResult`."""
@@ -66,6 +77,34 @@ class PythonChecker(ast.NodeVisitor):
         self.rank_guard_depth = 0
         self.skip_calls: set[int] = set()
         self.first_conv: ast.Call | None = None
+        self._dispatch: dict[type, Callable[[Any], None]] = {
+            node_type: getattr(self, f"visit_{node_type.__name__}")
+            for node_type in (ast.Import, ast.ImportFrom, ast.Name, ast.Attribute, ast.Constant, ast.ClassDef,
+                              ast.FunctionDef, ast.AsyncFunctionDef, ast.For, ast.AsyncFor, ast.While, ast.If,
+                              ast.With, ast.AsyncWith, ast.Assign, ast.Call)
+        }
+
+    # ---- traversal: a dispatch table and cached child fields (≈2× faster than NodeVisitor) ------
+    def visit(self, node: ast.AST) -> None:
+        method = self._dispatch.get(type(node))
+        if method is not None:
+            method(node)
+        else:
+            self.generic_visit(node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        node_type = type(node)
+        fields = _CHILD_FIELDS.get(node_type)
+        if fields is None:
+            fields = _CHILD_FIELDS[node_type] = tuple(f for f in node._fields if f not in _LEAF_FIELDS)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
 
     # ---- entry --------------------------------------------------------------------------------
     def run(self, tree: ast.Module) -> None:
@@ -89,7 +128,7 @@ class PythonChecker(ast.NodeVisitor):
         """A site that matters only if it runs every step: parked on the innermost frame."""
         if self.frames:
             values.setdefault("periodic", self.periodic_depth > 0)
-            self.frames[-1].events.append(self._site(scope, node, **values))
+            self.frames[-1].events.append(self._site(scope, node, "", **values))
 
     # ---- imports and names --------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
@@ -104,21 +143,29 @@ class PythonChecker(ast.NodeVisitor):
             self.emit("launch.command", node, launcher="torch.distributed.launch", command="torch.distributed")
 
     def visit_Name(self, node: ast.Name) -> None:
-        self._check_dotted(node)
+        self._check_dotted(node, self.names.aliases.get(node.id, node.id))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        self._check_dotted(node)
-        self.generic_visit(node)
+        """A dotted chain is resolved once, at its outermost attribute."""
+        base = node.value
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        if isinstance(base, ast.Name):
+            qual = self.names.qualname(node)
+            if qual is not None:
+                self._check_dotted(node, qual)
+        else:
+            self.visit(base)
 
-    def _check_dotted(self, node: ast.Name | ast.Attribute) -> None:
-        qual = self.names.qualname(node)
-        if qual is None:
-            return
-        if qual.startswith(pn.DEPRECATED_AMP_PREFIX) and qual.count(".") == 3 and not isinstance(node.ctx, ast.Store):
-            self.emit("python.deprecated_amp", node, api=qual, replacement=qual.replace("torch.cuda.amp.", "torch.amp."))
-        if qual.startswith("torch.cuda.") or qual.endswith(".cuda"):
+    def _check_dotted(self, node: ast.Name | ast.Attribute, qual: str) -> None:
+        if qual.startswith("torch.cuda"):
             self.flags["uses_cuda"] = True
-        if qual.endswith("DistributedSampler"):
+            if qual.startswith(pn.DEPRECATED_AMP_PREFIX) and not isinstance(node.ctx, ast.Store):
+                api = ".".join(qual.split(".")[:4])
+                self.emit("python.deprecated_amp", node, api=api, replacement=api.replace("torch.cuda.amp.", "torch.amp."))
+        elif qual.endswith(".cuda"):
+            self.flags["uses_cuda"] = True
+        if "DistributedSampler" in qual:
             self.flags["has_distributed_sampler"] = True
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -149,7 +196,7 @@ class PythonChecker(ast.NodeVisitor):
         self.finished_functions.append(self.functions.pop())
         self.autocast_depth, self.periodic_depth, self.rank_guard_depth = saved
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
@@ -161,7 +208,7 @@ class PythonChecker(ast.NodeVisitor):
         for stmt in node.orelse:
             self.visit(stmt)
 
-    visit_AsyncFor = visit_For  # type: ignore[assignment]
+    visit_AsyncFor = visit_For
 
     def visit_While(self, node: ast.While) -> None:
         self._check_branch(node.test)
@@ -176,10 +223,7 @@ class PythonChecker(ast.NodeVisitor):
     def visit_If(self, node: ast.If) -> None:
         self._check_branch(node.test)
         self.visit(node.test)
-        periodic = pn.has_modulo(node.test)
-        rank_guard = any("rank" in n.lower() or "main_process" in n.lower() for n in pn.names_in(node.test)) or \
-            any(isinstance(n, ast.Attribute) and ("rank" in n.attr or "main_process" in n.attr)
-                for n in ast.walk(node.test))
+        periodic, rank_guard = pn.test_traits(node.test)
         self.periodic_depth += periodic
         self.rank_guard_depth += rank_guard
         for stmt in node.body:
@@ -194,7 +238,7 @@ class PythonChecker(ast.NodeVisitor):
         for item in node.items:
             self.visit(item)
             expr = item.context_expr
-            if isinstance(expr, ast.Call) and self.names.matches(expr.func, pn.AUTOCAST) and self._autocast_on(expr):
+            if isinstance(expr, ast.Call) and self.names.matches(expr.func, pn.AUTOCAST) and self.autocast_enabled(expr):
                 autocast = 1
         self.autocast_depth += autocast
         if autocast:
@@ -204,18 +248,18 @@ class PythonChecker(ast.NodeVisitor):
             self.visit(stmt)
         self.autocast_depth -= autocast
 
-    visit_AsyncWith = visit_With  # type: ignore[assignment]
+    visit_AsyncWith = visit_With
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         value = node.value
         for target in node.targets:
-            qual = self.names.qualname(target)
-            if qual == "torch.backends.cudnn.benchmark" and pn.literal(value) is not False:
+            if isinstance(target, ast.Attribute) and target.attr == "benchmark" and \
+                    self.names.qualname(target) == "torch.backends.cudnn.benchmark" and pn.literal(value) is not False:
                 self.flags["cudnn_benchmark"] = True
-            if isinstance(target, ast.Name) and self.frames and isinstance(value, ast.Call):
-                if not (isinstance(value.func, ast.Attribute) and value.func.attr in pn.SYNC_METHODS):
-                    self.frames[-1].tensor_names.add(target.id)
+            if isinstance(target, ast.Name) and self.frames and isinstance(value, ast.Call) and \
+                    not (isinstance(value.func, ast.Attribute) and value.func.attr in pn.SYNC_METHODS):
+                self.frames[-1].tensor_names.add(target.id)
             if isinstance(target, ast.Name) and isinstance(value, ast.Call):
                 root = value  # Net().to(device).half() → Net()
                 while isinstance(root.func, ast.Attribute) and isinstance(root.func.value, ast.Call):
@@ -247,12 +291,19 @@ class PythonChecker(ast.NodeVisitor):
         elif qual == "print" and self.frames:
             names = set().union(*(pn.names_in(a) for a in node.args)) if node.args else set()
             self.frames[-1].prints.append((node, names, self.periodic_depth > 0))
-        if self.functions and (qual == "print" or (attr in pn.GRAPH_BREAK_METHODS and not node.args)):
+        if self.functions and self.functions[-1].may_be_compiled and (qual == "print" or (attr in pn.GRAPH_BREAK_METHODS and not node.args)):
             what = "print()" if qual == "print" else f".{attr}()"
             self.functions[-1].breakers.append(self._site("python.compiled_forward", node, breaker=what,
                                                           certain=True, call=pn.short(node, 40)))
         check_call_extras(self, node, qual, attr)
-        self.generic_visit(node)
+        if qual is not None and isinstance(func, (ast.Name, ast.Attribute)):
+            self._check_dotted(func, qual)  # the callee chain is resolved already
+        else:
+            self.visit(func)
+        for arg in node.args:
+            self.visit(arg)
+        for kw in node.keywords:
+            self.visit(kw.value)
 
     def _on_backward(self, node: ast.Call) -> None:
         if self.autocast_depth:
@@ -264,7 +315,7 @@ class PythonChecker(ast.NodeVisitor):
             receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
             frame.tensor_names |= pn.names_in(receiver) if receiver is not None else set()
 
-    def _autocast_on(self, call: ast.Call) -> bool:
+    def autocast_enabled(self, call: ast.Call) -> bool:
         enabled = pn.keyword(call, "enabled")
         return enabled is None or pn.literal(enabled) is not False
 
@@ -287,7 +338,7 @@ class PythonChecker(ast.NodeVisitor):
 
     def _check_branch(self, test: ast.expr) -> None:
         """A Python branch on a tensor's value inside a function: a graph break if it is compiled."""
-        if not self.functions:
+        if not self.functions or not self.functions[-1].may_be_compiled:
             return
         fn = self.functions[-1]
         reductions = {"sum", "mean", "max", "min", "any", "all", "norm", "item"}
