@@ -20,7 +20,7 @@ WORKLOAD = HERE / "workload.py"
 GPUDOCTOR = [sys.executable, "-m", "gpudoctor"]
 
 
-def start_workload(mode: str, *extra: str, prefix: tuple[str, ...] = (), timeout_s: float = 60.0,
+def start_workload(mode: str, *extra: str, prefix: tuple[str, ...] = (), timeout_s: float = 180.0,
                    stdout: int | None = None) -> subprocess.Popen[str]:
     """Start ``workload.py <mode>`` and wait until its first step ran."""
     proc = subprocess.Popen([*prefix, sys.executable, str(WORKLOAD), mode, *extra], stdout=subprocess.PIPE,

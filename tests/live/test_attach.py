@@ -142,3 +142,19 @@ def test_small_dev_shm_in_a_private_mount_namespace_is_found() -> None:
         assert target.poll() is None
     finally:
         stop(target)
+
+
+def test_agent_and_pyspy_both_see_the_input_bound_loop_and_profile_is_analysed(workload) -> None:
+    """With the in-process agent (injected with hypno) and a 3-step profile window."""
+    pytest.importorskip("hypno")
+    target = workload("input")
+    report, proc = _attach_json(target.pid, "--duration", "15", "--profile", "3", timeout_s=90)
+    assert report["agent"]["status"] == "connected", report["agent"]
+    assert report["steps"]["steps_total"] > 0 and report["steps"]["data_wait_pct"] > 40
+    assert report["stacks"]["share_pct"]["data_loading"] > 40
+    sources = {f["source"] for f in report["findings"] if f["code"] == "GD102"}
+    assert "live" in sources, report["findings"]
+    if report["agent"]["profile_status"] == "done":
+        assert "trace" in sources, report["notes"]
+    time.sleep(1.0)
+    assert target.poll() is None, "the target keeps running after the agent detached"

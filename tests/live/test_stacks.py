@@ -46,3 +46,16 @@ def test_missing_process_is_one_sentence() -> None:
     with pytest.raises(stacks.PySpyUnavailable) as info:
         stacks.record_window(2**22 + 12345, 1.0)
     assert "\n" not in str(info.value)
+
+
+def test_agent_frames_are_transparent_unless_the_agent_itself_works() -> None:
+    agent = "/x/gpudoctor/agent/hooks.py"
+    raw = (
+        f"<module> (/t/train.py:9);_next (/x/gpudoctor/agent/hooks.py:50);"
+        f"_BaseDataLoaderIter.__next__ (/v/torch/utils/data/dataloader.py:741) 60\n"
+        f"<module> (/t/train.py:9);Optimizer.step (/v/torch/optim/optimizer.py:5);_post ({agent}:80);"
+        f"_find_and_load (<frozen importlib._bootstrap>:1176) 40\n"
+    )
+    sample = stacks.parse_raw(raw, read_sources=False)
+    assert sample.share_pct["data_loading"] == 60.0
+    assert sample.share_pct["gpudoctor_agent"] == 40.0

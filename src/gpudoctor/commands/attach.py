@@ -1,6 +1,8 @@
 """``gpudoctor attach <pid>``: diagnose a running training process, then leave it running.
 
-- ``--once``: one quick snapshot (two short evaluation windows, ~4 s) and a report.
+- ``--once``: one quick snapshot (two short evaluation windows, ~4 s) and a report. It uses an agent
+  that already runs in the process (``gpudoctor run``) but injects none: injecting costs the target
+  a start-up pause and step statistics need many steps anyway.
 - ``--duration S``: watch for S seconds (optionally profiling N steps through the agent), then report.
 - neither, on a terminal: the Textual dashboard over the same :class:`LiveSession`; not on a
   terminal: the ``--once`` report.
@@ -88,7 +90,11 @@ def run(args: argparse.Namespace) -> int:
     interactive = sys.stdout.isatty() and args.output is None
     once = args.once or (args.duration is None and not interactive)
     window_s = ONCE_WINDOW_S if once else args.window
-    session = LiveSession(args.pid, catalog, config.options, use_agent=not args.no_agent,
+    if args.duration is not None:  # at least ~5 windows per watch, so hysteresis can confirm findings
+        window_s = max(1.0, min(window_s, args.duration / 6))
+    # --once stays quick and passive: it uses an agent that already runs but injects none.
+    agent_mode = "off" if args.no_agent else "find" if once else "inject"
+    session = LiveSession(args.pid, catalog, config.options, agent=agent_mode,
                           interval_s=args.interval, window_s=window_s, use_stacks=not args.no_stacks)
     if not once and args.duration is None:
         dashboard = _dashboard()
@@ -133,6 +139,9 @@ def _watch(session: LiveSession, duration_s: float, profile_steps: int) -> None:
         print(f"gpudoctor: {message}", file=sys.stderr)
     while time.monotonic() < deadline and session.target_alive:
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+    if profile_steps:  # let a profile that is nearly done finish and be analysed
+        session.wait_until(lambda s: s.agent.profile_status in (None, "done", "failed")
+                           or (s.agent.profile_status or "").startswith("failed"), 10.0)
 
 
 def _dashboard() -> Callable[..., int] | None:

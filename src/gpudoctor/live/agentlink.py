@@ -11,33 +11,48 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from gpudoctor.live.samples import AgentState, StepStats
 
 log = logging.getLogger("gpudoctor.live.agentlink")
 
+#: How often (once per poll, i.e. per second) a lost agent is looked for again before giving up.
+MAX_RECONNECTS = 30
+
 
 class AgentLink:
     """Holds at most one agent client for one PID."""
 
-    def __init__(self, pid: int, inject: bool = True) -> None:
+    def __init__(self, pid: int, mode: str = "inject") -> None:
+        """``mode``: ``inject`` (find, else inject), ``find`` (only an agent already running), ``off``."""
         self.pid = pid
-        self._want_inject = inject
+        self.mode = mode
+        self._want_inject = mode == "inject"
+        #: While the agent we inject starts up, the target runs its set-up code: stack windows that
+        #: overlap [injecting_since, ready_at + 1 s] are not representative of the training loop.
+        self.injecting_since: float | None = None
+        self.ready_at: float | None = None
         self._lock = threading.Lock()
         self._client: Any = None
         self._injected = False
-        self._state = AgentState(status="unavailable", detail="not connected yet.")
+        self._state = AgentState(status="injecting" if mode == "inject" else "unavailable",
+                                 detail="connecting to the agent…")
         self.steps: StepStats | None = None
         self._profile_label: str | None = None
         self._trace_path: str | None = None
         self._trace_taken = True
-        if not inject:
+        self._module: Any = None
+        self._reconnects = 0
+        if mode == "off":
             self._state = AgentState(status="unavailable",
                                      detail="the agent is off (--no-agent): no step timings or CUDA memory stats.")
 
     def connect(self) -> None:
         """Find a running agent, else inject one (when allowed). Sets the state either way."""
+        if self.mode == "off":
+            return
         try:
             from gpudoctor.agent import client as agent_client  # type: ignore[attr-defined,unused-ignore]
         except ImportError:
@@ -48,20 +63,50 @@ class AgentLink:
             client = agent_client.find_agent(self.pid)
             if client is None and self._want_inject:
                 self._set(AgentState(status="injecting", detail="injecting the agent…"))
+                self.injecting_since = time.time()
                 result = agent_client.inject(self.pid)
+                self.ready_at = time.time()
                 if not result.ok:
                     self._set(AgentState(status="unavailable", detail=result.reason or "injection failed."))
                     return
                 client, self._injected = result.client, result.method != "already-running"
             elif client is None:
+                self._set(AgentState(status="unavailable", detail="no gpudoctor agent runs in the process and "
+                                     "--once does not inject one: use --duration for step timings."))
                 return
         except Exception as exc:  # the agent is optional: one sentence, carry on
             self._set(AgentState(status="unavailable", detail=f"the agent could not be reached: {exc}"))
             return
+        self._module = agent_client
         with self._lock:
             self._client = client
         self._refresh_state("connected", "")
         self.poll()
+
+    def _reconnect(self) -> None:
+        """After a lost connection (e.g. the agent was busy writing a trace), find the agent again."""
+        if self._module is None or self._reconnects >= MAX_RECONNECTS:
+            return
+        self._reconnects += 1
+        try:
+            client = self._module.find_agent(self.pid)
+        except Exception:
+            client = None
+        if client is not None:
+            with self._lock:
+                self._client = client
+            self._refresh_state("connected", "")
+
+    @property
+    def settled(self) -> bool:
+        """True once connecting/injecting is over (whatever the outcome)."""
+        return self.mode == "off" or self._state.status != "injecting"
+
+    def disturbs(self, window_start: float) -> bool:
+        """True when a stack window starting at ``window_start`` overlapped the agent's start-up."""
+        if self.injecting_since is None:
+            return False
+        return self.ready_at is None or window_start < self.ready_at + 1.0
 
     def _set(self, state: AgentState) -> None:
         with self._lock:
@@ -79,14 +124,19 @@ class AgentLink:
         with self._lock:
             client = self._client
         if client is None:
+            if self._state.status == "lost":
+                self._reconnect()
             return
         try:
             self.steps = client.stats(window_s=10.0)
-            if self._profile_label is not None and not self._profile_label.startswith(("done", "failed")):
+            if self._profile_label is not None and not self._profile_label.startswith(("done", "failed", "analysing")):
                 status = client.profile_status()
                 self._profile_label = status.label()
                 if status.status == "done" and status.trace_path:
-                    self._trace_path, self._trace_taken = status.trace_path, False
+                    # "done" only once the session has analysed the trace (mark_analysed).
+                    self._profile_label = "analysing"
+                    if status.trace_path != self._trace_path:
+                        self._trace_path, self._trace_taken = status.trace_path, False
             self._refresh_state("connected", "")
         except Exception as exc:
             with self._lock:
@@ -110,9 +160,15 @@ class AgentLink:
         """The path of a newly finished profile trace, once."""
         if self._trace_path and not self._trace_taken:
             self._trace_taken = True
-            self._profile_label = "analysing"
             return self._trace_path
         return None
+
+    def mark_analysed(self) -> None:
+        self._profile_label = "done"
+        with self._lock:
+            status = "connected" if self._client is not None else self._state.status
+            detail = self._state.detail
+        self._refresh_state(status, detail)
 
     def state(self) -> AgentState:
         with self._lock:

@@ -45,15 +45,21 @@ from gpudoctor.model import Finding, NotEvaluated, Source
 log = logging.getLogger("gpudoctor.live.session")
 
 SHM_INTERVAL_S = 5.0
+#: A stack window in which the training thread ran our agent's code more than this share is skipped.
+AGENT_BUSY_PCT = 20.0
 
 
 class LiveSession:
     """Watches one process. Thread-safe; call :meth:`start` once and :meth:`close` once."""
 
     def __init__(self, pid: int, catalog: Catalog, options: Mapping[str, Mapping[str, Any]] | None = None, *,
-                 use_agent: bool = True, interval_s: float = 1.0, window_s: float = 5.0,
+                 agent: str = "inject", interval_s: float = 1.0, window_s: float = 5.0,
                  use_stacks: bool = True, history_len: int = 600, on_windows: int = 2, off_windows: int = 2,
-                 nvml: NvmlCollector | None = None) -> None:
+                 nvml: NvmlCollector | None = None, use_agent: bool | None = None) -> None:
+        """``agent``: ``inject`` (find or inject the agent), ``find`` (only one already running), ``off``.
+        ``use_agent`` is the older boolean form (True = inject, False = off)."""
+        if use_agent is not None:
+            agent = "inject" if use_agent else "off"
         self.pid = pid
         self.catalog = catalog
         self.options = options or {}
@@ -68,7 +74,7 @@ class LiveSession:
         self._proc_collector = ProcessCollector(pid)
         self._shm_collector = ShmCollector(pid)
         self._use_stacks = use_stacks
-        self._agent = AgentLink(pid, inject=use_agent)
+        self._agent = AgentLink(pid, agent)
         self._hysteresis = Hysteresis(on_windows, off_windows)
         self._notes: dict[str, str] = {}
         self._gpu_hist: deque[tuple[GpuSample, ...]] = deque(maxlen=history_len)
@@ -179,7 +185,12 @@ class LiveSession:
         if binary is None:
             self._note("stacks", "py-spy is not installed (pip install py-spy): no stack sampling.")
             return
+        # Never sample while the agent is being injected: one ptrace user at a time, and the
+        # target is busy with the agent's start-up anyway.
+        while not self._agent.settled and not self._stop.wait(0.1):
+            pass
         while not self._stop.is_set():
+            window_start = time.time()
             try:
                 sample = stacks_mod.record_window(self.pid, self.window_s, binary=binary, stop=self._stop)
             except stacks_mod.PySpyUnavailable as exc:
@@ -188,6 +199,15 @@ class LiveSession:
                 return
             if self._stop.is_set() and sample.window_s < self.window_s * 0.8:
                 return  # a window cut short by close(): not representative
+            agent_pct = sample.share_pct.get("gpudoctor_agent", 0.0)
+            if agent_pct > AGENT_BUSY_PCT:
+                self._note("agent-busy", f"the training thread spent {agent_pct:.0f}% of a stack window in "
+                           "gpudoctor's agent (start-up or profile export); that window is not judged.")
+                continue
+            if self._agent.disturbs(window_start):
+                continue  # the target was busy starting the injected agent
+            with self._lock:
+                self._notes.pop("agent-busy", None)
             with self._new_window:
                 self._stacks = sample
                 self._new_window.notify_all()
@@ -245,6 +265,7 @@ class LiveSession:
         if trace is None:
             return
         findings, note = analyze_trace(trace, self.catalog, self.options)
+        self._agent.mark_analysed()
         with self._lock:
             self._profile_findings = findings
             if note:

@@ -32,7 +32,8 @@ from gpudoctor.live.samples import StackSample
 
 log = logging.getLogger("gpudoctor.live.stacks")
 
-ACTIVITIES = ("data_loading", "forward", "backward", "optimizer", "host_sync", "checkpoint", "logging", "other")
+ACTIVITIES = ("data_loading", "forward", "backward", "optimizer", "host_sync", "checkpoint", "logging",
+              "gpudoctor_agent", "other")
 
 _FRAME_RE = re.compile(r"^(?P<fn>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
 _THREAD_RE = re.compile(r"^thread \((?P<tid>\d+)\)(?:: (?P<name>.*))?$")
@@ -51,7 +52,22 @@ def find_pyspy() -> str | None:
 
 
 def _classify(frames: list[tuple[str, str, int]], read_line: _LineReader | None) -> str:
-    """One activity for one stack; ``frames`` run from the root to the leaf."""
+    """One activity for one stack; ``frames`` run from the root to the leaf.
+
+    Frames of gpudoctor's own agent are transparent when they only wrap the user's work (the
+    DataLoader hook): the stack counts as ``gpudoctor_agent`` only when nothing recognisable runs
+    below the agent's deepest frame (its start-up imports, a profile export).
+    """
+    agent_at = [i for i, (_, f, _) in enumerate(frames) if "/gpudoctor/agent/" in f]
+    if agent_at:
+        below = frames[agent_at[-1] + 1:]
+        if not below or _classify_plain(below, None) == "other":
+            return "gpudoctor_agent"
+        frames = [fr for fr in frames if "/gpudoctor/agent/" not in fr[1]]
+    return _classify_plain(frames, read_line)
+
+
+def _classify_plain(frames: list[tuple[str, str, int]], read_line: _LineReader | None) -> str:
     names = [fn for fn, _, _ in frames]
     files = [f for _, f, _ in frames]
     leaf_fn, leaf_file, leaf_line = frames[-1] if frames else ("", "", 0)
