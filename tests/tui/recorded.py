@@ -186,3 +186,37 @@ class FakeSession:
 
     def close(self) -> None:
         self.closed = True
+
+
+PINNED_RULES = Path(__file__).resolve().parents[1] / "data" / "tui" / "rules"
+
+
+def pinned_catalog() -> Catalog:
+    """GD101/102/201/202 as they were when the snapshots were taken, so rule edits elsewhere don't move pixels."""
+    from gpudoctor.catalog.rulefile import load_rule_file
+
+    rules = [load_rule_file(path) for path in sorted(PINNED_RULES.glob("GD*.md"))]
+    return Catalog({rule.code: rule for rule in rules})
+
+
+def profiled_session(workload: str = "input_bound", catalog: Catalog | None = None) -> FakeSession:
+    """A session stopped on its last second, with the findings of a finished profile already in."""
+    catalog = catalog or load_catalog()
+    snapshots = session_snapshots(workload, catalog=catalog)
+    extra = trace_findings(workload, catalog)
+    last = snapshots[-1]
+    agent = replace(last.agent, profile_status="done")
+    snapshots[-1] = replace(last, agent=agent, findings=tuple({f.key: f for f in (*last.findings, *extra)}.values()))
+    return FakeSession(snapshots, history_len=len(snapshots) - 1, workload=workload)
+
+
+def sync(test):  # type: ignore[no-untyped-def]
+    """Run an ``async def`` test with asyncio (no async pytest plugin is needed for Pilot tests)."""
+    import asyncio
+    import functools
+
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        return asyncio.run(test(*args, **kwargs))
+
+    return wrapper

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -31,8 +33,11 @@ from gpudoctor.tui.history import SnapshotHistory
 from gpudoctor.tui.protocol import DashboardSession
 from gpudoctor.tui.widgets.detail import FindingDetail
 from gpudoctor.tui.widgets.findings import FindingsList
+from gpudoctor.tui.widgets.header import StatusHeader
 from gpudoctor.tui.widgets.screens import FilterScreen, FixScreen, HelpScreen, StacksScreen
 from gpudoctor.tui.widgets.views import LiveView, TraceView
+
+log = logging.getLogger("gpudoctor.tui")
 
 
 class SnapshotArrived(Message):
@@ -80,6 +85,7 @@ class GpudoctorApp(App[int]):
         self.last_export: tuple[Path, Path] | None = None
         self._stop = threading.Event()
         self._errors_seen: set[str] = set()
+        self._detached = False
 
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -154,7 +160,12 @@ class GpudoctorApp(App[int]):
         self.history.add(snapshot)
         findings = [f for f in snapshot.findings
                     if self.rank is None or f.location.rank in (None, self.rank)]
-        self.query_one(LiveView).show(snapshot, self.history, self.rank, findings)
+        try:
+            view = self.query_one(LiveView)
+            view.query_one(StatusHeader)
+        except NoMatches:
+            return  # the app is shutting down (or not yet composed): nothing to draw on
+        view.show(snapshot, self.history, self.rank, findings)
         if isinstance(self.screen, StacksScreen):
             self.screen.show(snapshot.stacks)
 
@@ -162,7 +173,8 @@ class GpudoctorApp(App[int]):
         not_evaluated = self.latest.not_evaluated if self.latest is not None else ()
         if self.report is not None:
             not_evaluated = tuple(self.report.not_evaluated)
-        self.query_one(FindingDetail).show(message.finding, not_evaluated)
+        for detail in self.query(FindingDetail):  # none while shutting down
+            detail.show(message.finding, not_evaluated)
 
     def on_data_table_row_selected(self, event: FindingsList.RowSelected) -> None:
         if isinstance(event.data_table, FindingsList):
@@ -222,9 +234,20 @@ class GpudoctorApp(App[int]):
         self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
-        """Stop polling and leave; the caller detaches the session (the target keeps running)."""
+        """Stop polling, detach (the target keeps running) and leave."""
         self._stop.set()
+        self.detach()
         self.exit(int(ExitCode.OK))
+
+    def detach(self) -> None:
+        """Close the session once; a failure to detach is logged, never raised at the user."""
+        if self.session is None or self._detached:
+            return
+        self._detached = True
+        try:
+            self.session.close()
+        except Exception as exc:
+            log.warning("detaching from pid failed: %s", exc)
 
 
 def run_dashboard(session: DashboardSession, **options: object) -> int:
@@ -233,7 +256,7 @@ def run_dashboard(session: DashboardSession, **options: object) -> int:
     try:
         result = app.run()
     finally:
-        session.close()
+        app.detach()  # also when the app stopped another way (Ctrl-C, a crash)
     return int(result if result is not None else ExitCode.OK)
 
 

@@ -36,7 +36,12 @@ class StatusHeader(Static):
         """Render the header for a live snapshot."""
         proc = snapshot.process
         alive = proc.alive if proc is not None else True
+        agent_lost = False
         text = Text()
+        if not alive:
+            text.append("TARGET EXITED — last data kept ", style="bold red")
+        elif agent_lost := snapshot.agent.status == "lost":
+            text.append("AGENT LOST — showing what needs no agent ", style="bold red")
         text.append("gpudoctor ", style="bold")
         text.append(f"pid {snapshot.target_pid}", style="bold")
         if proc is not None and proc.cmdline:
@@ -52,11 +57,7 @@ class StatusHeader(Static):
         if agent.profile_status and agent.profile_status not in ("idle",):
             text.append(f"  profile: {agent.profile_status}", style="magenta")
         text.append(f"  attached {duration(snapshot.timestamp - snapshot.started_at)}")
-        if not alive:
-            text.append("  TARGET EXITED — last data kept", style="bold red")
-        elif agent.status == "lost":
-            text.append("  AGENT LOST — showing what needs no agent", style="bold red")
-        self.set_class(not alive, "-gone")
+        self.set_class(not alive or agent_lost, "-gone")
         self.update(text)
 
     def show_report(self, report: Report) -> None:
