@@ -30,9 +30,10 @@ BATCHNORM_LAYERS = frozenset(f"torch.nn.{n}" for n in ("BatchNorm1d", "BatchNorm
 SYNC_METHODS = {"item": "item", "cpu": "cpu", "tolist": "tolist", "numpy": "numpy"}
 GRAPH_BREAK_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
 #: Calls that read a whole data file into memory at once (np.load without mmap_mode, pandas readers).
-WHOLE_FILE_READERS = frozenset({"numpy.load", "pickle.load", "pandas.read_csv", "pandas.read_parquet",
-                                "pandas.read_json", "pandas.read_feather", "pandas.read_pickle",
-                                "numpy.loadtxt", "numpy.genfromtxt", "datasets.load_dataset"})
+WHOLE_FILE_READERS = frozenset({"numpy.load", "pandas.read_csv", "pandas.read_parquet", "pandas.read_json",
+                                "pandas.read_feather", "pandas.read_pickle", "numpy.loadtxt", "numpy.genfromtxt"})
+#: The public names of the deprecated ``torch.cuda.amp`` namespace.
+DEPRECATED_AMP_NAMES = frozenset({"autocast", "GradScaler", "custom_fwd", "custom_bwd"})
 OPTIMIZER_PREFIX = "torch.optim."
 DEPRECATED_AMP_PREFIX = "torch.cuda.amp."
 

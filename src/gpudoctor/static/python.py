@@ -116,6 +116,8 @@ class PythonChecker(ast.NodeVisitor):
             self.emit("python.conv_layer", self.first_conv, layer=pn.short(self.first_conv.func))
         for site in self.result.sites:  # file-level context every site can be judged with
             site.values.setdefault("file_uses_cuda", self.flags["uses_cuda"])
+            if site.scope == "python.whole_dataset_load":
+                site.values["file_uses_ddp"] = self.flags["uses_ddp"]
         self.result.flags = self.flags
 
     def _site(self, scope: str, node: ast.AST, label: str = "", **values: FactValue) -> Site:
@@ -160,8 +162,10 @@ class PythonChecker(ast.NodeVisitor):
     def _check_dotted(self, node: ast.Name | ast.Attribute, qual: str) -> None:
         if qual.startswith("torch.cuda"):
             self.flags["uses_cuda"] = True
-            if qual.startswith(pn.DEPRECATED_AMP_PREFIX) and not isinstance(node.ctx, ast.Store):
-                api = ".".join(qual.split(".")[:4])
+            parts = qual.split(".")
+            if qual.startswith(pn.DEPRECATED_AMP_PREFIX) and parts[3] in pn.DEPRECATED_AMP_NAMES and \
+                    not isinstance(node.ctx, ast.Store):
+                api = ".".join(parts[:4])
                 self.emit("python.deprecated_amp", node, api=api, replacement=api.replace("torch.cuda.amp.", "torch.amp."))
         elif qual.endswith(".cuda"):
             self.flags["uses_cuda"] = True
