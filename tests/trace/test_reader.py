@@ -130,3 +130,30 @@ def test_directory_skips_json_that_is_not_a_trace(tmp_path: Path, trace_file: Ca
     with pytest.raises(UserError) as info:
         read_traces([tmp_path])
     assert info.value.code == ExitCode.USAGE
+
+
+def test_two_process_decoding_matches_one_process(tmp_path: Path, trace_file: Callable[[str], Path],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forked second-half decoder gives the same columns, names and header as one process."""
+    from gpudoctor.trace import reader
+
+    plain = tmp_path / "rank0.json"
+    plain.write_bytes(gzip.decompress(trace_file("h200/loader_bound.json.gz").read_bytes()))
+    monkeypatch.setenv("GPUDOCTOR_TRACE_WORKERS", "1")
+    one = load_trace(plain, chunk_bytes=1 << 16)
+    monkeypatch.setenv("GPUDOCTOR_TRACE_WORKERS", "2")
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    assert reader._split_worthwhile(plain.open("rb"), plain, 1 << 16)
+    two = load_trace(plain, chunk_bytes=1 << 16)
+    assert len(one.events) == len(two.events) > 10_000
+    assert [one.events.names[i] for i in one.events.name] == [two.events.names[i] for i in two.events.name]
+    assert list(one.events.ts) == list(two.events.ts) and list(one.events.stream) == list(two.events.stream)
+    assert [one.events.threads[i] for i in one.events.thread] == [two.events.threads[i] for i in two.events.thread]
+    assert two.device_name == one.device_name == "NVIDIA H200"
+    # A corrupt second half is reported as one sentence, as in one process.
+    data = plain.read_bytes()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(data[: len(data) * 3 // 4])
+    with pytest.raises(UserError) as info:
+        load_trace(cut, chunk_bytes=1 << 16)
+    assert info.value.code == ExitCode.USAGE

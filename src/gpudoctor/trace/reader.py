@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import gc
 import gzip
+import os
 import re
+import threading
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator
@@ -62,6 +64,8 @@ _Scalar = int | float | str | None
 
 #: Bytes of the traceEvents array decoded at once in chunked mode.
 CHUNK_BYTES = 16 * 1024 * 1024
+#: Plain-JSON traces at least this large are decoded by two processes (one per half).
+PARALLEL_MIN_BYTES = 256 * 1024 * 1024
 #: Separator between events in Kineto's own layout ("  },\n  {").
 _KINETO_SEP = re.compile(rb"\}\s*,\s*\n  \{")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
@@ -153,7 +157,7 @@ class RankTrace:
     size_bytes: int = 0
 
 
-class _Builder:
+class Builder:
     """Folds decoded event structs into an :class:`EventTable`."""
 
     def __init__(self) -> None:
@@ -270,7 +274,7 @@ def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYT
         UserError: the file is unreadable, truncated, corrupt, or JSON that is not a trace.
     """
     p = Path(path)
-    builder = _Builder()
+    builder = Builder()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small acyclic objects: the cyclic collector would only rescan them
     try:
@@ -295,7 +299,7 @@ def _short(exc: Exception) -> str:
     return text[:160]
 
 
-def _decode_stream(fh: BinaryIO, builder: _Builder, chunk_bytes: int, path: Path) -> _Header:
+def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path) -> _Header:
     """Decode the file, chunk by chunk when it has Kineto's layout, else in one go."""
     first = fh.read(max(chunk_bytes, 1 << 20))
     start = first.find(b'"traceEvents"')
@@ -307,12 +311,32 @@ def _decode_stream(fh: BinaryIO, builder: _Builder, chunk_bytes: int, path: Path
         header = msgspec.json.decode(head_text, type=_Header)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _decode_whole(first + fh.read(), builder, path)
+    events_at = bracket
+    if _split_worthwhile(fh, path, chunk_bytes):
+        from gpudoctor.trace.split import decode_in_two
+
+        trailer = decode_in_two(fh, path, first, events_at, builder, chunk_bytes)
+    else:
+        trailer = fold_events(bytearray(first[events_at:]), _read_chunks(fh, chunk_bytes), builder, at_eof=True)
+    assert trailer is not None
+    header.distributedInfo = header.distributedInfo or trailer.distributedInfo
+    header.deviceProperties = header.deviceProperties or trailer.deviceProperties
+    header.traceEvents = []
+    return header
+
+
+def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder, at_eof: bool) -> _Header | None:
+    """Decode the events in ``pending`` plus ``blocks`` chunk by chunk into ``builder``.
+
+    ``pending[0]`` is a spare byte just before the first event: it is turned into "[" and the ","
+    after the last complete event into "]", so each chunk is decoded in place without copies. When
+    ``at_eof`` the input ends with the array's "]" and the document's last keys, which are returned
+    decoded; otherwise it ends exactly after an event's "}".
+
+    Raises:
+        msgspec.DecodeError: the input is truncated or not JSON.
+    """
     decoder = msgspec.json.Decoder(list[_Event])
-    # ``pending[0]`` is always a spare byte just before the first pending event: it is turned into
-    # "[" and the "," after the last complete event into "]", so each chunk is decoded in place.
-    pending = bytearray(first[bracket:])
-    del first
-    blocks = _read_chunks(fh, chunk_bytes)
     while True:
         cut = _last_separator(pending)
         nxt = next(blocks, None)
@@ -330,14 +354,21 @@ def _decode_stream(fh: BinaryIO, builder: _Builder, chunk_bytes: int, path: Path
             pending += nxt
             continue
         break
-    # The rest: the last events, "]", and the keys after the array. The array's "]" is searched
-    # from the end; a candidate must leave a tail that decodes as the document's last keys.
-    trailer = None
+    if not at_eof:
+        pending[0] = 0x5B
+        pending.append(0x5D)
+        _decode_events(decoder, pending, builder)
+        return None
+    return _fold_tail(pending, decoder, builder)
+
+
+def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Builder) -> _Header:
+    """The last events, "]", and the keys after the array (the "]" is searched from the end)."""
     pos = len(pending)
-    while trailer is None:
+    while True:
         pos = pending.rfind(b"]", 0, pos)
         if pos < 1:
-            break
+            raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
         last = pos - 1
         while last > 0 and pending[last] in b" \t\r\n":
             last -= 1
@@ -358,13 +389,16 @@ def _decode_stream(fh: BinaryIO, builder: _Builder, chunk_bytes: int, path: Path
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
         builder.add(events)
-        trailer = candidate
-    if trailer is None:
-        raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
-    header.distributedInfo = header.distributedInfo or trailer.distributedInfo
-    header.deviceProperties = header.deviceProperties or trailer.deviceProperties
-    header.traceEvents = []
-    return header
+        return candidate
+
+
+def _split_worthwhile(fh: BinaryIO, path: Path, chunk_bytes: int) -> bool:
+    """Decode in two processes: a large plain file, two cores, fork, and no other threads to fork."""
+    if isinstance(fh, gzip.GzipFile) or os.environ.get("GPUDOCTOR_TRACE_WORKERS", "2") == "1":
+        return False
+    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
+        return False
+    return _size(path) >= max(PARALLEL_MIN_BYTES, 8 * chunk_bytes)
 
 
 def _last_separator(buf: bytes | bytearray) -> int:
@@ -378,14 +412,14 @@ def _last_separator(buf: bytes | bytearray) -> int:
     return last.start() if last is not None else -1
 
 
-def _decode_events(decoder: msgspec.json.Decoder, text: bytes | memoryview, builder: _Builder) -> None:
+def _decode_events(decoder: msgspec.json.Decoder, text: bytes | bytearray | memoryview, builder: Builder) -> None:
     try:
         builder.add(decoder.decode(text))
     except msgspec.ValidationError as exc:
         raise msgspec.DecodeError(f"an event has an unexpected shape ({exc})") from None
 
 
-def _decode_whole(text: bytes, builder: _Builder, path: Path) -> _Header:
+def _decode_whole(text: bytes, builder: Builder, path: Path) -> _Header:
     try:
         typed = msgspec.json.decode(text, type=_Header)
     except msgspec.ValidationError:
@@ -421,7 +455,7 @@ def _decode_whole(text: bytes, builder: _Builder, path: Path) -> _Header:
     return header
 
 
-def _rank_trace(path: Path, position: int, header: _Header, builder: _Builder) -> RankTrace:
+def _rank_trace(path: Path, position: int, header: _Header, builder: Builder) -> RankTrace:
     table = builder.table
     notes: list[str] = []
     dist = header.distributedInfo
