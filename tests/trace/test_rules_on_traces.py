@@ -142,3 +142,13 @@ def test_cpu_only_trace_says_why_gpu_rules_were_not_judged(trace_file: Callable[
     assert not report.findings
     assert any(n.code == "GD101" for n in report.not_evaluated)
     assert any("CPU-only" in note for note in report.notes)
+
+
+def test_memory_peak_from_memory_events(trace_file: Callable[[str], Path]) -> None:
+    """df_index_resolver was recorded with memory profiling: 12.2 GiB reserved of a 32 GiB V100."""
+    path = trace_file("public/hta/df_index_resolver/df_index_resolver.json.gz")
+    rank = _report(path).data["ranks"][0]
+    assert rank["mem_peak_pct"] == pytest.approx(37.5, abs=0.1)
+    assert "GD501" not in _codes(_report(path))
+    tight = analyze_paths([path], options={"GD501": {"max_mem_used_pct": 30.0}})
+    assert "GD501" in _codes(tight)

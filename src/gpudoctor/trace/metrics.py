@@ -417,13 +417,19 @@ def _compile(t: EventTable, ctx: _Context) -> dict[str, FactValue]:
 
 
 def _memory(trace: RankTrace) -> dict[str, FactValue]:
+    """Peak CUDA memory from the profiler's memory events (``profile_memory=True``)."""
     t = trace.events
     if not t.memory_allocated:
         return {}
-    peak = max(t.memory_allocated)
-    out: dict[str, FactValue] = {"mem_peak_mib": round(peak / 2**20, 1)}
+    allocated = max(t.memory_allocated)
+    reserved = max(t.memory_reserved, default=-1.0)
+    out: dict[str, FactValue] = {"mem_peak_mib": round(allocated / 2**20, 1)}
+    if reserved > 0:
+        out["mem_reserved_peak_mib"] = round(reserved / 2**20, 1)
     if trace.device_memory_bytes:
-        out["mem_peak_pct"] = _pct(peak, trace.device_memory_bytes)
+        out["mem_total_mib"] = round(trace.device_memory_bytes / 2**20, 1)
+        out["mem_peak_used_mib"] = round(max(allocated, reserved) / 2**20, 1)
+        out["mem_peak_pct"] = _pct(max(allocated, reserved), trace.device_memory_bytes)
     return out
 
 

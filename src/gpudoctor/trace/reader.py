@@ -77,6 +77,8 @@ class _Args(msgspec.Struct, gc=False):
     bytes: _Scalar = None
     device: _Scalar = None
     total_allocated: _Scalar = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: _Scalar = msgspec.field(default=None, name="Total Reserved")
+    device_type: _Scalar = msgspec.field(default=None, name="Device Type")
 
 
 _NO_ARGS = _Args()
@@ -133,6 +135,7 @@ class EventTable:
     nbytes: array = field(default_factory=lambda: array("q"))
     memory_ts: array = field(default_factory=lambda: array("d"))
     memory_allocated: array = field(default_factory=lambda: array("d"))
+    memory_reserved: array = field(default_factory=lambda: array("d"))
     ns_resolution: bool = False
 
     def __len__(self) -> int:
@@ -170,10 +173,13 @@ class Builder:
         """Append the complete events of one decoded chunk, column by column (no per-event loop body)."""
         t = self.table
         num = _NUMBER_TYPES
-        for e in events:
-            if e.ph == "i" and e.args is not None and type(e.args.total_allocated) in num and type(e.ts) in num:
+        for e in events:  # CUDA memory counters ("[memory]" instants with Device Type 1)
+            if e.ph == "i" and e.args is not None and e.args.device_type == 1 \
+                    and type(e.args.total_allocated) in num and type(e.ts) in num:
                 t.memory_ts.append(float(e.ts))  # type: ignore[arg-type]
                 t.memory_allocated.append(float(e.args.total_allocated))  # type: ignore[arg-type]
+                reserved = e.args.total_reserved
+                t.memory_reserved.append(float(reserved) if type(reserved) in num else -1.0)  # type: ignore[arg-type]
         complete = [e for e in events
                     if e.ph == "X" and type(e.ts) in num and type(e.dur) in num and e.cat != "Trace"]
         if not complete:

@@ -25,7 +25,8 @@ import msgspec
 from gpudoctor.trace.reader import Builder, _Header, _read_chunks, fold_events
 
 _SEP = b"},\n  {"
-_COLUMNS = ("name", "thread", "ts", "dur", "stream", "correlation", "nbytes", "memory_ts", "memory_allocated")
+_COLUMNS = ("name", "thread", "ts", "dur", "stream", "correlation", "nbytes", "memory_ts", "memory_allocated",
+            "memory_reserved")
 
 
 def _read_range(fh: BinaryIO, end: int, size: int) -> Iterator[bytes]:
