@@ -18,7 +18,7 @@ DDP_JOB = HERE / "ddp_job.py"
 WARMUP_STEPS = 5
 
 
-def run_ddp(out: Path, mode: str, steps: int = 30, *extra: str, timeout_s: float = 150.0) -> dict[int, list[dict]]:
+def run_ddp(out: Path, mode: str, steps: int = 40, *extra: str, timeout_s: float = 150.0) -> dict[int, list[dict]]:
     """Run the 2-rank DDP job to completion; return each rank's per-step rows."""
     pytest.importorskip("torch")
     cmd = [sys.executable, str(DDP_JOB), "--mode", mode, "--steps", str(steps), "--out", str(out), *extra]
@@ -42,9 +42,16 @@ def to_windows(rows: dict[int, list[dict]], window_steps: int = 5) -> list[list[
                 rank=rank, pid=chunk[-1]["pid"], steps_total=chunk[-1]["step"], window_steps=len(chunk),
                 step_time_ms=med("step_ms"), data_wait_ms=med("data_wait_ms"), h2d_ms=med("h2d_ms"),
                 collective_wait_ms=med("collective_wait_ms"), compute_ms=med("compute_ms"),
-                cpu_run_delay_pct=100.0 * med("run_delay_ms") / med("step_ms")))
+                cpu_run_delay_pct=_wait_share_pct(chunk)))
         out.append(wins)
     return out
+
+
+def _wait_share_pct(chunk: Sequence[dict]) -> float:
+    """Share of the main thread's runnable time spent waiting for a CPU over the window."""
+    delay = sum(row["run_delay_ms"] for row in chunk)
+    cpu = sum(row["cpu_ms"] for row in chunk)
+    return 100.0 * delay / (delay + cpu) if delay + cpu > 0 else 0.0
 
 
 _RUNS: dict[str, dict[int, list[dict]]] = {}

@@ -106,12 +106,13 @@ class CollectiveTimer:
         return total * 1000.0
 
 
-def run_delay_ms() -> float:
-    """Time this thread has been runnable but waiting for a CPU (``/proc/thread-self/schedstat``)."""
+def schedstat_ms() -> tuple[float, float]:
+    """(CPU time, time runnable but waiting for a CPU) of this thread (``/proc/thread-self/schedstat``)."""
     try:
-        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e6
+        fields = Path("/proc/thread-self/schedstat").read_text().split()
+        return int(fields[0]) / 1e6, int(fields[1]) / 1e6
     except (OSError, IndexError, ValueError):
-        return 0.0
+        return 0.0, 0.0
 
 
 def train(rank: int, world: int, args: argparse.Namespace) -> None:
@@ -141,7 +142,7 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
     dev = torch.device("cpu")
     for step in range(args.steps):
         t0 = time.perf_counter()
-        delay0 = run_delay_ms()
+        sched0 = schedstat_ms()
         x, y = next(it)
         t1 = time.perf_counter()
         x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
@@ -152,13 +153,14 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
         opt.step()
         t3 = time.perf_counter()
         coll_ms = timer.take_ms()
-        delay_ms = run_delay_ms() - delay0
+        sched1 = schedstat_ms()
         step_ms = (t3 - t0) * 1000.0
         data_ms, h2d_ms = (t1 - t0) * 1000.0, (t2 - t1) * 1000.0
         row = {
             "rank": rank, "pid": os.getpid(), "step": step + 1, "t": time.time(),
             "step_ms": step_ms, "data_wait_ms": data_ms, "h2d_ms": h2d_ms,
-            "collective_wait_ms": coll_ms, "run_delay_ms": delay_ms, "compute_ms": max(0.0, step_ms - data_ms - h2d_ms - coll_ms),
+            "collective_wait_ms": coll_ms,
+            "cpu_ms": sched1[0] - sched0[0], "run_delay_ms": sched1[1] - sched0[1], "compute_ms": max(0.0, step_ms - data_ms - h2d_ms - coll_ms),
         }
         out.write(json.dumps(row) + "\n")
         out.flush()
@@ -186,8 +188,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--base-matmuls", type=int, default=20, help="work every rank does per step")
-    p.add_argument("--extra-matmuls", type=int, default=60, help="more work on the slow rank (--mode compute)")
-    p.add_argument("--read-delay-ms", type=float, default=1.0, help="per sample, on the slow rank")
+    p.add_argument("--extra-matmuls", type=int, default=100, help="more work on the slow rank (--mode compute)")
+    p.add_argument("--read-delay-ms", type=float, default=2.5, help="per sample, on the slow rank")
     p.add_argument("--step-sleep-ms", type=float, default=0.0, help="pause after each step (long-running jobs)")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank")
     p.add_argument("--profile", action="store_true")

@@ -14,7 +14,7 @@ from gpudoctor.catalog.engine import evaluate
 from gpudoctor.live.stragglers import RankWindow, StragglerTracker, rank_factsets, rank_table, score_ranks
 from gpudoctor.model import Source
 
-from .conftest import to_windows
+from .conftest import WARMUP_STEPS, to_windows
 
 Runs = Callable[[str], dict[int, list[dict]]]
 pytestmark = pytest.mark.slow
@@ -36,27 +36,28 @@ def _live_findings(report, code: str):
 def test_slow_rank_is_named_with_its_cause(ddp_runs: Runs, mode: str, cause: str) -> None:
     rows = ddp_runs(mode)
     reports = _track(rows)
-    last = reports[-1]
-    assert [v.rank for v in last.stragglers] == [1]
-    slow = last.stragglers[0]
-    assert slow.cause == cause
-    assert slow.score is not None and slow.score < 0.75
+    named = [r for r in reports if r.stragglers]
+    assert named, "rank 1 was never slow for three windows in a row"
+    for report in named:
+        assert [(v.rank, v.cause) for v in report.stragglers] == [(1, cause)]
+        assert report.stragglers[0].score is not None and report.stragglers[0].score < 0.75
     # The fast rank is never blamed, although its step time is the same.
     assert all(not v.is_straggler for r in reports for v in r.verdicts if v.rank == 0)
-    result = _live_findings(last, "GD601")
+    result = _live_findings(named[-1], "GD601")
     assert [(f.code, f.location.rank) for f in result.findings] == [("GD601", 1)]
     assert f"({cause})" in result.findings[0].message
 
 
 def test_step_time_alone_cannot_tell_the_straggler(ddp_runs: Runs) -> None:
     """The premise: in synchronous DDP the ranks' step times are equal; only the waits differ."""
-    windows = to_windows(ddp_runs("compute"))[-1]
-    steps = {w.rank: w.step_time_ms for w in windows}
+    rows = ddp_runs("compute")
+    whole_run = to_windows(rows, window_steps=len(rows[0]) - WARMUP_STEPS)[0]  # one window: all steps
+    steps = {w.rank: w.step_time_ms for w in whole_run}
     assert steps[0] is not None and steps[1] is not None
     assert min(steps.values()) / max(steps.values()) > 0.75  # a step-time score would see no straggler
-    by_rank = {w.rank: w for w in windows}
-    assert by_rank[0].collective_wait_ms > 3 * by_rank[1].collective_wait_ms  # type: ignore[operator]
-    assert score_ranks(windows)[1][2] < 0.75
+    by_rank = {w.rank: w for w in whole_run}
+    assert by_rank[0].collective_wait_ms > 2 * by_rank[1].collective_wait_ms  # type: ignore[operator]
+    assert score_ranks(whole_run)[1][2] < 0.75
 
 
 def test_healthy_run_has_no_straggler(ddp_runs: Runs) -> None:
@@ -74,7 +75,7 @@ def test_healthy_run_has_no_straggler(ddp_runs: Runs) -> None:
 
 
 def test_rank_table_rows(ddp_runs: Runs) -> None:
-    last = _track(ddp_runs("input"))[-1]
+    last = [r for r in _track(ddp_runs("input")) if r.stragglers][-1]
     rows = {row["rank"]: row for row in rank_table(last)}
     assert rows[1]["status"] == "straggler" and rows[1]["cause"] == "input"
     assert rows[0]["status"] == "ok"
@@ -89,13 +90,38 @@ def test_cause_from_gpu_and_cpu_evidence() -> None:
                 collective_wait_ms=2, compute_ms=96)
     for extra, cause in [({"gpu_throttled": True}, "gpu"), ({"gpu_shared": True}, "gpu"),
                          ({"cpu_run_delay_pct": 45.0}, "cpu"), ({"cpu_run_delay_pct": 3.0}, "compute")]:
-        # the fast rank waited for a CPU 3% of its step; 45% on the slow one explains its 42 ms extra
+        # the fast rank waited for a CPU 3% of its runnable time; 45% on the slow one is contention
         tracker = StragglerTracker(min_windows=1)
         report = tracker.update([fast, RankWindow(**slow, **extra)], now=0.0)  # type: ignore[arg-type]
         assert [(v.rank, v.cause) for v in report.stragglers] == [(1, cause)], extra
 
 
-def test_missing_collective_wait_is_not_evaluated() -> None:
+def test_without_collective_wait_an_input_straggler_is_still_named(ddp_runs: Runs) -> None:
+    """What today's agent gives (step time, data wait, no collective wait): the estimate still works."""
+    tracker = StragglerTracker()
+    for i, wins in enumerate(to_windows(ddp_runs("input"))):
+        stripped = [RankWindow(w.rank, w.pid, w.steps_total, w.window_steps, w.step_time_ms, w.data_wait_ms,
+                               w.h2d_ms) for w in wins]
+        report = tracker.update(stripped, now=float(i))
+        assert report.basis.startswith("estimated")
+        if report.stragglers:
+            named = report
+    assert [(v.rank, v.cause) for v in named.stragglers] == [(1, "input")]
+    findings = _live_findings(named, "GD601").findings
+    assert len(findings) == 1 and "estimated from data wait" in findings[0].message
+
+
+def test_without_collective_wait_a_compute_straggler_cannot_be_seen(ddp_runs: Runs) -> None:
+    """The honest limit of the estimate: extra compute is invisible without the collective wait."""
+    tracker = StragglerTracker()
+    for i, wins in enumerate(to_windows(ddp_runs("compute"))):
+        stripped = [RankWindow(w.rank, w.pid, w.steps_total, w.window_steps, w.step_time_ms, w.data_wait_ms,
+                               w.h2d_ms) for w in wins]
+        report = tracker.update(stripped, now=float(i))
+    assert not report.stragglers
+
+
+def test_missing_step_evidence_is_not_evaluated() -> None:
     wins = [RankWindow(r, steps_total=10, window_steps=10, step_time_ms=50.0) for r in (0, 1)]
     report = StragglerTracker().update(wins, now=0.0)
     assert report.missing and not report.stragglers

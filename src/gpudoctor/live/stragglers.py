@@ -11,9 +11,9 @@ Score (NVIDIA resiliency-ext's definition, applied to the time outside collectiv
 faster half of the ranks / this rank's own. A rank whose score stays below ``max_score`` (GD601's
 ``min_straggler_score``, default 0.75) for ``min_windows`` consecutive windows is a straggler. Its
 likely cause comes from its own evidence against the fast ranks': a longer data wait that explains
-at least half of its extra time → ``input``; a throttled or shared GPU → ``gpu``; a longer run-queue
-delay (its main thread runnable but waiting for a CPU) that explains half of it → ``cpu``; otherwise
-it does more work → ``compute``.
+at least half of its extra time → ``input``; a throttled or shared GPU → ``gpu``; a larger share of its
+runnable time spent waiting for a CPU than the fast ranks (≥ 1.5×, ≥ ``cpu_delay_pct``) → ``cpu``;
+otherwise it does more work → ``compute``.
 
 Desync/hang (GD610): no rank made step progress for ``stall_after_s`` while the ranks sit at
 different step counts — the ranks that are behind (or dead) are named.
@@ -33,6 +33,10 @@ from gpudoctor.model import FactSet, Location, Source
 #: Causes, in the order they are tried.
 CAUSES = ("input", "gpu", "cpu", "compute")
 
+#: How the time outside collectives was obtained (fact ``score_basis``).
+BASIS_MEASURED = "measured collective wait"
+BASIS_DATA_ONLY = "estimated from data wait alone, assuming equal compute on every rank"
+
 
 @dataclass(frozen=True)
 class RankWindow:
@@ -51,8 +55,9 @@ class RankWindow:
         gpu_util_pct: NVML utilization of the rank's GPU.
         gpu_throttled: A hardware/power clock-event reason is active on its GPU.
         gpu_shared: Another job's process uses its GPU.
-        cpu_run_delay_pct: Share of wall time its main thread was runnable but waiting for a CPU
-            (``/proc/<pid>/schedstat``).
+        cpu_run_delay_pct: Share of its main thread's runnable time spent waiting for a CPU rather
+            than running: run delay / (run delay + CPU time), from ``/proc/<pid>/schedstat``. Unlike
+            the delay itself it does not grow with the amount of work under uniform contention.
         alive: The process still exists.
     """
 
@@ -122,20 +127,43 @@ class RanksReport:
     desync: DesyncVerdict
     windows: tuple[RankWindow, ...]
     missing: str = ""  # why no score could be computed, when none could
+    basis: str = BASIS_MEASURED
 
     @property
     def stragglers(self) -> tuple[RankVerdict, ...]:
         return tuple(v for v in self.verdicts if v.is_straggler)
 
 
+def estimate_outside_from_data_wait(windows: Sequence[RankWindow]) -> dict[int, float]:
+    """Time outside collectives when only step time and data wait are known (no collective wait).
+
+    In synchronous data parallelism the rank that waits longest for its data arrives last at the
+    all-reduce and so waits there hardly at all; if every rank computes for the same time ``C``
+    (same model, same batch size), ``C = step − input wait`` of that rank, and every rank's time
+    outside collectives is its own input wait + ``C``. Only input stragglers can be seen this way;
+    a rank with extra compute needs the measured collective wait.
+    """
+    usable = [w for w in windows if w.step_time_ms is not None and w.data_wait_ms is not None]
+    if len(usable) < 2:
+        return {}
+    inputs = {w.rank: w.data_wait_ms + (w.h2d_ms or 0.0) for w in usable}  # type: ignore[operator]
+    last = max(usable, key=lambda w: inputs[w.rank])
+    compute = max(0.0, float(last.step_time_ms) - inputs[last.rank])  # type: ignore[arg-type]
+    return {r: v + compute for r, v in inputs.items()}
+
+
 def score_ranks(windows: Sequence[RankWindow]) -> dict[int, tuple[float, float, float]]:
     """rank → (own outside-collective ms, reference ms, score) for ranks with the evidence.
 
     The reference is the median over the faster half of the ranks (at least one), so that one slow
-    rank among two cannot drag the reference towards itself.
+    rank among two cannot drag the reference towards itself. Uses the measured collective wait when
+    every rank has it, else :func:`estimate_outside_from_data_wait`.
     """
-    outside = {w.rank: w.outside_collective_ms() for w in windows if w.alive and w.window_steps > 0}
+    live = [w for w in windows if w.alive and w.window_steps > 0]
+    outside = {w.rank: w.outside_collective_ms() for w in live}
     known = {r: v for r, v in outside.items() if v is not None}
+    if len(known) < len(live):
+        known = estimate_outside_from_data_wait(live)
     if len(known) < 2:
         return {}
     fastest = sorted(known.values())[: max(1, len(known) // 2)]
@@ -143,10 +171,17 @@ def score_ranks(windows: Sequence[RankWindow]) -> dict[int, tuple[float, float, 
     return {r: (v, reference, (reference / v) if v > 0 else 1.0) for r, v in known.items()}
 
 
-def likely_cause(slow: RankWindow, fast: Sequence[RankWindow], cpu_delay_pct: float = 20.0) -> tuple[str, str]:
-    """(cause, one-line evidence) for a slow rank, from its own numbers against the fast ranks'."""
-    own = slow.outside_collective_ms() or 0.0
-    ref_outside = median([w.outside_collective_ms() or 0.0 for w in fast]) if fast else 0.0
+def likely_cause(slow: RankWindow, fast: Sequence[RankWindow], own: float, ref_outside: float,
+                 cpu_delay_pct: float = 20.0) -> tuple[str, str]:
+    """(cause, one-line evidence) for a slow rank, from its own numbers against the fast ranks'.
+
+    Args:
+        slow: The slow rank's window.
+        fast: The windows of the ranks that are not slow.
+        own: The slow rank's time outside collectives per step (ms).
+        ref_outside: The reference (fast ranks') time outside collectives per step (ms).
+        cpu_delay_pct: Run-queue delay share that counts as CPU contention.
+    """
     excess = max(own - ref_outside, 1e-9)
     own_input = (slow.data_wait_ms or 0.0) + (slow.h2d_ms or 0.0)
     ref_input = median([(w.data_wait_ms or 0.0) + (w.h2d_ms or 0.0) for w in fast]) if fast else 0.0
@@ -156,12 +191,11 @@ def likely_cause(slow: RankWindow, fast: Sequence[RankWindow], cpu_delay_pct: fl
     if slow.gpu_throttled or slow.gpu_shared:
         what = "its GPU is throttled" if slow.gpu_throttled else "another process shares its GPU"
         return "gpu", f"{what}; {excess:.1f} ms/step extra outside collectives"
-    own_delay = _delay_ms(slow)
-    ref_delay = median([_delay_ms(w) or 0.0 for w in fast]) if fast else 0.0
-    if (own_delay is not None and (slow.cpu_run_delay_pct or 0.0) >= cpu_delay_pct
-            and own_delay - ref_delay >= 0.5 * excess):
-        return "cpu", (f"its main thread waited {own_delay:.1f} ms/step for a CPU "
-                       f"({slow.cpu_run_delay_pct:.0f}% of the step) vs {ref_delay:.1f} ms on the fast ranks")
+    ref_share = median([w.cpu_run_delay_pct or 0.0 for w in fast]) if fast else 0.0
+    share = slow.cpu_run_delay_pct
+    if share is not None and share >= cpu_delay_pct and share >= 1.5 * ref_share:
+        return "cpu", (f"its main thread spent {share:.0f}% of its runnable time waiting for a CPU vs "
+                       f"{ref_share:.0f}% on the fast ranks")
     own_compute = own - own_input
     ref_compute = ref_outside - ref_input
     return "compute", (f"it computes {own_compute:.1f} ms/step vs {ref_compute:.1f} ms on the fast ranks "
@@ -178,7 +212,7 @@ class StragglerTracker:
         min_window_steps: Windows with fewer steps are not judged.
         min_excess_ms: A rank must spend at least this much longer per step outside collectives than
             the reference to count as slow (sub-millisecond jitter is not a straggler).
-        cpu_delay_pct: Run-queue delay share that counts as CPU contention.
+        cpu_delay_pct: Share of runnable time waiting for a CPU that counts as CPU contention.
     """
 
     max_score: float = 0.75
@@ -207,6 +241,7 @@ class StragglerTracker:
         wins = tuple(sorted(windows, key=lambda w: w.rank))
         judged = [w for w in wins if w.alive and w.window_steps >= self.min_window_steps]
         scores = score_ranks(judged)
+        measured = all(w.outside_collective_ms() is not None for w in judged)
         missing = ""
         if len(judged) >= 2 and not scores:
             missing = "per-rank collective wait (or compute time) per step from the agent in every rank"
@@ -225,10 +260,11 @@ class StragglerTracker:
             cause, detail = None, ""
             if slow:
                 fast = [x for x in judged if x.rank in scores and scores[x.rank][2] >= self.max_score]
-                cause, detail = likely_cause(w, fast, self.cpu_delay_pct)
+                cause, detail = likely_cause(w, fast, own, ref, self.cpu_delay_pct)
             verdicts.append(RankVerdict(w.rank, w.pid, own, ref, score, count,
                                         slow and count >= self.min_windows, cause, detail))
-        return RanksReport(now, tuple(verdicts), self._progress(wins, now), wins, missing)
+        return RanksReport(now, tuple(verdicts), self._progress(wins, now), wins, missing,
+                           BASIS_MEASURED if measured else BASIS_DATA_ONLY)
 
     def _progress(self, wins: Sequence[RankWindow], now: float) -> DesyncVerdict:
         steps = {w.rank: w.steps_total for w in wins if w.steps_total is not None}
@@ -253,6 +289,7 @@ def rank_factsets(report: RanksReport) -> list[FactSet]:
         values: dict[str, Any] = {
             "rank_count": len(report.windows),
             "straggler_score": v.score,
+            "score_basis": report.basis if v.score is not None else None,
             "slow_windows": v.slow_windows if v.score is not None else None,  # unjudged stays undecided
             "straggler_cause": v.cause,
             "cause_detail": v.cause_detail or None,
@@ -301,13 +338,6 @@ def rank_table(report: RanksReport) -> tuple[dict[str, Any], ...]:
             "straggler_score": v.score, "gpu_util_pct": w.gpu_util_pct, "status": status, "cause": v.cause,
         })
     return tuple(rows)
-
-
-def _delay_ms(w: RankWindow) -> float | None:
-    """Run-queue delay per step in ms, from its share of the step."""
-    if w.cpu_run_delay_pct is None or w.step_time_ms is None:
-        return None
-    return w.cpu_run_delay_pct * w.step_time_ms / 100.0
 
 
 def _pct(part: float | None, whole: float | None) -> float | None:
