@@ -72,9 +72,9 @@ _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 
 
 class _Args(msgspec.Struct, gc=False):
-    stream: _Scalar = None
-    correlation: _Scalar = None
-    bytes: _Scalar = None
+    stream: _Scalar = -1  # absent fields default to -1, so the column builders take the int fast path
+    correlation: _Scalar = -1
+    bytes: _Scalar = -1
     device: _Scalar = None
     total_allocated: _Scalar = msgspec.field(default=None, name="Total Allocated")
     total_reserved: _Scalar = msgspec.field(default=None, name="Total Reserved")
