@@ -1,24 +1,34 @@
-"""Planted problem: a conv net with ``cudnn.benchmark`` off (expected finding: GD205 cudnn-benchmark-off).
+"""Planted problem: a conv net with ``cudnn.benchmark`` off (expected finding: GD208 cudnn-autotuner-off).
 
 With fixed input shapes, ``torch.backends.cudnn.benchmark = True`` lets cuDNN time its convolution
 algorithms once and keep the fastest. Left off, cuDNN picks by heuristics, which is often slower.
-This one is found by ``gpudoctor check`` (static: a conv model and no ``cudnn.benchmark = True``).
+This one is found by ``gpudoctor check`` (static: convolution layers, CUDA, and no
+``cudnn.benchmark = True`` anywhere in the checked code).
 
 Fix (``--fix``)::
 
     torch.backends.cudnn.benchmark = True   # once, before training (input shapes fixed)
+
+The fix sits between two ``gpudoctor-fix`` marker comments; the validation checks this file as is
+(the fixed code: no GD208 expected) and with the marked lines removed (the unfixed code a user
+would have: GD208 expected).
 """
 
 from __future__ import annotations
 
 import torch
-from _common import SmallConvNet, make_parser, report, run_steps, setup
+from _common import make_parser, report, run_steps, setup
 from torch import nn
 
 
-def enable_cudnn_autotuner() -> None:
-    """The fix, kept in one function so the planted problem is visible in the unfixed path."""
-    torch.backends.cudnn.benchmark = True
+def conv_net(width: int, classes: int = 10) -> nn.Module:
+    def block(c_in: int, c_out: int, stride: int) -> list[nn.Module]:
+        return [nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(c_out),
+                nn.ReLU(inplace=True)]
+
+    return nn.Sequential(*block(3, width, 1), *block(width, width, 1), *block(width, 2 * width, 2),
+                         *block(2 * width, 2 * width, 1), *block(2 * width, 4 * width, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * width, classes))
 
 
 def main() -> None:
@@ -28,9 +38,12 @@ def main() -> None:
     device = setup(args, "cudnn_benchmark_off")
     on_cuda = device.type == "cuda"
     if args.fix:
-        enable_cudnn_autotuner()
+        # gpudoctor-fix: begin
+        torch.backends.cudnn.benchmark = True
+        # gpudoctor-fix: end
+        pass
     batch, side, width = (args.batch_size or 128, 64, 64) if on_cuda else (args.batch_size or 8, 32, 16)
-    model = SmallConvNet(width=width, blocks=3).to(device)
+    model = conv_net(width).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     pool = [(torch.randn(batch, 3, side, side, device=device), torch.randint(0, 10, (batch,), device=device))
@@ -44,7 +57,8 @@ def main() -> None:
         optimizer.step()
 
     result = run_steps(args, device, step)
-    report("cudnn_benchmark_off", args, device, result, batch_size=batch)
+    report("cudnn_benchmark_off", args, device, result, batch_size=batch,
+           cudnn_benchmark=int(torch.backends.cudnn.benchmark))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ EXAMPLES_DIR = REPO / "examples"
 sys.path.insert(0, str(EXAMPLES_DIR))
 from zoo import EXAMPLES, Example  # noqa: E402
 
-CPU_SUBSET = ("healthy", "input_bound", "host_sync", "graph_breaks", "memory_creep", "small_shm", "ddp_straggler")
+CPU_SUBSET = ("healthy", "input_bound", "graph_breaks", "small_shm", "cudnn_benchmark_off", "ddp_straggler",
+              "host_sync")
 PROGRESS = re.compile(r"^step (\d+): ")
 GD = [sys.executable, "-m", "gpudoctor"]
 
@@ -171,13 +172,13 @@ def run_variant(ex: Example, fix: bool, args: argparse.Namespace, budget: Budget
             time.sleep(0.2)  # slow examples: wait for two progress lines inside the window
         v.rate_alone = job.rate(t0, time.monotonic())
         pid = str(job.training_pid())
-        if not fix and ex.expected and "live" in ex.evidence:
+        if not fix and ex.expected_on(args.cpu) and "live" in ex.evidence:
             started = time.monotonic()
             once, err = gd_json(["attach", pid, "--once", "--format", "json"], budget.timeout(30))
             if err:
                 v.errors.append(f"attach --once {err}")
             v.codes |= codes_of(once)
-            if set(ex.expected) & codes_of(once):
+            if set(ex.expected_on(args.cpu)) & codes_of(once):
                 v.ttff_s = time.monotonic() - started
         report = workdir / f"{ex.name}_{'fixed' if fix else 'unfixed'}.json"
         t2 = time.monotonic()
@@ -190,7 +191,7 @@ def run_variant(ex: Example, fix: bool, args: argparse.Namespace, budget: Budget
             report.write_text(json.dumps(attach))
             v.report_path = report
             v.codes |= codes_of(attach)
-            if v.ttff_s is None and set(ex.expected) & codes_of(attach):
+            if v.ttff_s is None and set(ex.expected_on(args.cpu)) & codes_of(attach):
                 v.ttff_s = t3 - t2  # an upper bound: the report comes at the end of the watch
             trace = ((attach.get("agent") or {}).get("profile_trace_path")) if isinstance(attach, dict) else None
             if trace and Path(trace).exists():
@@ -230,9 +231,18 @@ def run_ddp(ex: Example, fix: bool, args: argparse.Namespace, budget: Budget, wo
     return v
 
 
-def static_codes(ex: Example, budget: Budget) -> tuple[set[str], str]:
-    report, err = gd_json(["check", str(EXAMPLES_DIR / f"{ex.name}.py"), "--format", "json"], budget.timeout(60))
-    return codes_of(report), err
+FIX_BLOCK = re.compile(r"^\s*# gpudoctor-fix: begin\n.*?^\s*# gpudoctor-fix: end\n", re.S | re.M)
+
+
+def static_codes(ex: Example, budget: Budget, workdir: Path) -> tuple[set[str], set[str], str]:
+    """``check`` on the script without its marked fix block (unfixed) and as shipped (fixed)."""
+    source = (EXAMPLES_DIR / f"{ex.name}.py").read_text()
+    unfixed_dir = workdir / f"static_{ex.name}"
+    unfixed_dir.mkdir(exist_ok=True)
+    (unfixed_dir / f"{ex.name}.py").write_text(FIX_BLOCK.sub("", source))
+    unfixed, err1 = gd_json(["check", str(unfixed_dir / f"{ex.name}.py"), "--format", "json"], budget.timeout(60))
+    fixed, err2 = gd_json(["check", str(EXAMPLES_DIR / f"{ex.name}.py"), "--format", "json"], budget.timeout(60))
+    return codes_of(unfixed), codes_of(fixed), err1 or err2
 
 
 def validate(ex: Example, args: argparse.Namespace, budget: Budget, workdir: Path) -> Row:
@@ -244,8 +254,10 @@ def validate(ex: Example, args: argparse.Namespace, budget: Budget, workdir: Pat
         except Exception as exc:  # one broken example must not lose the others' results
             row.variants[fix] = Variant(fix, errors=[f"{type(exc).__name__}: {exc}"])
     if "static" in ex.evidence and False in row.variants:
-        codes, err = static_codes(ex, budget)
-        row.variants[False].codes |= codes
+        unfixed, fixed, err = static_codes(ex, budget, workdir)
+        row.variants[False].codes |= unfixed
+        if True in row.variants:
+            row.variants[True].codes |= fixed
         if err:
             row.variants[False].errors.append(f"check {err}")
     before, after = row.variants.get(False), row.variants.get(True)
@@ -255,7 +267,7 @@ def validate(ex: Example, args: argparse.Namespace, budget: Budget, workdir: Pat
         if result and "compare" in result:
             c = result["compare"]
             row.speedup_compare = f"{c['speedup']:.2f}x" if c.get("speedup") else "–"
-            row.verdict = c.get("verdict", "–")
+            row.verdict = c.get("verdict", "–") + ("" if c.get("ci95_change_pct") else ", medians only")
         elif err:
             after.errors.append(f"compare {err}")
     return row
@@ -265,17 +277,17 @@ def fmt_rate(x: float | None) -> str:
     return "–" if x is None else f"{x:.1f}"
 
 
-def table(rows: list[Row]) -> list[str]:
+def table(rows: list[Row], cpu: bool) -> list[str]:
     lines = ["| example | expected | found? | other findings (unfixed) | findings after --fix (false positives) "
              "| time to first finding | steps/s alone → attached (overhead) | speedup, tool-free | speedup via compare "
              "(verdict) |", "|" + "---|" * 9]
     for r in rows:
         ex = r.example
         if r.skipped:
-            lines.append(f"| {ex.name} | {', '.join(ex.expected) or 'none'} | skipped: {r.skipped} |||||||")
+            lines.append(f"| {ex.name} | {', '.join(ex.expected_on(cpu)) or 'none'} | skipped: {r.skipped} |||||||")
             continue
         u, f = r.variants.get(False), r.variants.get(True)
-        expected = set(ex.expected)
+        expected = set(ex.expected_on(cpu))
         found = "–" if u is None else ("n/a" if not expected else
                                        ("yes" if expected <= u.codes else
                                         "partly" if expected & u.codes else "**no**"))
@@ -291,7 +303,7 @@ def table(rows: list[Row]) -> list[str]:
         tool_free = "–"
         if u and f and u.rate_alone and f.rate_alone:
             tool_free = f"{f.rate_alone / u.rate_alone:.2f}x"
-        lines.append(f"| {ex.name} | {', '.join(ex.expected) or 'none'} | {found} | {', '.join(others) or 'none'} "
+        lines.append(f"| {ex.name} | {', '.join(sorted(expected)) or 'none'} | {found} | {', '.join(others) or 'none'} "
                      f"| {fixed_fp} | {ttff} | {overhead} | {tool_free} | {r.speedup_compare} ({r.verdict}) |")
     errors = [f"- {r.example.name} ({'fixed' if v.fix else 'unfixed'}): {e}" for r in rows
               for v in r.variants.values() for e in v.errors]
@@ -327,7 +339,32 @@ def write(path: Path, env: dict[str, str], rows: list[Row], args: argparse.Names
             "finding* = wall time of `attach --once` that found it, else the `--duration` watch (an upper bound); "
             "*overhead* = the example's own step rate without and while attached; *tool-free speedup* = fixed / "
             "unfixed step rate without gpudoctor; *via compare* = `gpudoctor compare` on the two attach reports.", ""]
-    path.write_text("\n".join(head + table(rows)) + "\n")
+    path.write_text("\n".join(head + table(rows, args.cpu)) + "\n")
+
+
+def rates_only(args: argparse.Namespace, chosen: list[Example]) -> int:
+    """Tool-free speedups only: each example unfixed and fixed, ``--repeats`` times, alternating."""
+    import statistics
+
+    from _common import parse_result_line
+
+    device = "cpu" if args.cpu else "auto"
+    print("| example | steps | unfixed steps/s (median) | fixed steps/s (median) | speedup |\n|---|---|---|---|---|")
+    for ex in chosen:
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(args.repeats):
+            for fix in (False, True):
+                rc, out, err = run_cmd([sys.executable, f"{ex.name}.py", "--steps", str(args.steps), "--device", device,
+                                        "--warmup-steps", "5", *(["--fix"] if fix else [])], 300, cwd=EXAMPLES_DIR)
+                fields = parse_result_line(out)
+                if fields:
+                    rates[fix].append(float(fields["steps_per_s"]))
+        if rates[False] and rates[True]:
+            u, f = statistics.median(rates[False]), statistics.median(rates[True])
+            print(f"| {ex.name} | {args.steps} | {u:.1f} | {f:.1f} | {f / u:.2f}x |", flush=True)
+        else:
+            print(f"| {ex.name} | {args.steps} | failed | failed | – |", flush=True)
+    return 0
 
 
 def main() -> int:
@@ -339,11 +376,17 @@ def main() -> int:
     parser.add_argument("--baseline-s", type=float, default=3.0)
     parser.add_argument("--warm-s", type=float, default=90.0, help="wait this long for the first steps")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--rates-only", action="store_true",
+                        help="only the tool-free speedups (--steps, --repeats), printed as a Markdown table")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     args.attach_s = args.attach_s or (10 if args.cpu else 8)
     out = args.out or REPO / "docs" / ("validation-cpu.md" if args.cpu else "validation.md")
-    chosen = [e for e in EXAMPLES if (not args.only or e.name in args.only.split(","))
-              and (not args.cpu or e.name in CPU_SUBSET)]
+    chosen = [e for e in EXAMPLES if (e.name in args.only.split(",") if args.only
+                                      else (not args.cpu or e.name in CPU_SUBSET))]
+    if args.rates_only:
+        return rates_only(args, chosen)
     started = time.monotonic()
     budget = Budget(args.budget_s)
     env = environment(args.cpu)
@@ -359,7 +402,7 @@ def main() -> int:
             print(f"[{time.monotonic() - started:5.0f}s] {ex.name}: {time.monotonic() - t:.0f}s", flush=True)
             write(out, env, rows, args, started, final=False)
         write(out, env, rows, args, started, final=True)
-    print("\n".join(table(rows)))
+    print("\n".join(table(rows, args.cpu)))
     print(f"\nwrote {out} in {time.monotonic() - started:.0f} s")
     return 0
 
