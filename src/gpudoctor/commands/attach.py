@@ -118,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         snap = session.snapshot()
         windows = session.windows
         session.close()
-    report = build_report(snap, elapsed_s=time.monotonic() - started, windows=windows)
+    report = build_report(snap, elapsed_s=time.monotonic() - started, windows=windows,
+                          first_finding_s=dict(session.first_finding_at))
     out = open_output(args.output)
     try:
         render(report, args.format, out)

@@ -19,8 +19,12 @@ def _r(value: float | None, digits: int = 1) -> float | None:
     return round(value, digits) if value is not None else None
 
 
-def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | None = None) -> Report:
-    """One report from the session's latest snapshot."""
+def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | None = None,
+                 first_finding_s: dict[str, float] | None = None) -> Report:
+    """One report from the session's latest snapshot.
+
+    ``first_finding_s`` maps a rule code to the seconds after attaching when it first showed.
+    """
     tables: list[MetricTable] = []
     if snap.gpus:
         rows = [{
@@ -61,6 +65,7 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
         "alive": proc.alive if proc is not None else None,
         "agent": dataclasses.asdict(snap.agent),
         "windows": windows,
+        "first_finding_s": {k: round(v, 2) for k, v in (first_finding_s or {}).items()},
         "process": _process_dict(snap),
         "shm": dataclasses.asdict(snap.shm) if snap.shm else None,
         "stacks": dataclasses.asdict(snap.stacks) if snap.stacks else None,

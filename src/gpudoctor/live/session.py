@@ -87,6 +87,7 @@ class LiveSession:
         self._not_evaluated: list[NotEvaluated] = []
         self._profile_findings: list[Finding] = []
         self._windows = 0
+        self._stack_windows = 0
         self._exited_at: float | None = None
         self.first_finding_at: dict[str, float] = {}   # rule code → seconds after start it first showed
 
@@ -227,13 +228,15 @@ class LiveSession:
                     self._new_window.wait(timeout=self.window_s * 1.5)
                 if self._stop.is_set():
                     return
-                if self._stacks is last_stack and self._use_stacks and "stacks" not in self._notes:
-                    continue  # py-spy still working; its window is the clock
+                if (self._stacks is last_stack and self._stacks is not None and self._use_stacks
+                        and "stacks" not in self._notes):
+                    continue  # py-spy is running; its window is the clock (before its first window: the timer)
+                new_stack = self._stacks is not last_stack
                 last_stack = self._stacks
-            self.evaluate_now()
+            self.evaluate_now(new_stack_window=new_stack)
 
     # ---- evaluation ------------------------------------------------------------------------
-    def evaluate_now(self) -> None:
+    def evaluate_now(self, new_stack_window: bool = False) -> None:
         """Judge the rules on the latest window and update the shown findings (hysteresis)."""
         now = time.time()
         with self._lock:
@@ -252,6 +255,7 @@ class LiveSession:
             self._findings = self._hysteresis.update(result.findings, now)
             self._not_evaluated = result.not_evaluated
             self._windows += 1
+            self._stack_windows += int(new_stack_window)
             for f in self._findings:
                 self.first_finding_at.setdefault(f.code, now - self.started_at)
 
@@ -291,12 +295,18 @@ class LiveSession:
         with self._lock:
             return list(self._history)
 
+    def _windows_done(self, count: int) -> bool:
+        with self._lock:
+            stacks_done = (self._stack_windows >= count or not self._use_stacks or "stacks" in self._notes)
+            return self._windows >= count and stacks_done
+
     def wait_windows(self, count: int, timeout_s: float) -> bool:
-        """Block until ``count`` evaluation windows ran (or the target exited); False on timeout."""
+        """Block until ``count`` evaluation windows ran — with ``count`` py-spy windows among them
+        while py-spy works — or the target exited; False on timeout."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.windows >= count or self._stop.is_set():
-                return self.windows >= count
+            if self._windows_done(count) or self._stop.is_set():
+                return self._windows_done(count)
             time.sleep(0.05)
         return False
 
