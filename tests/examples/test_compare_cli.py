@@ -154,3 +154,17 @@ def test_saved_analyze_outputs_compare_like_the_traces(shared_traces: Path, tmp_
     code, result = _compare_json(capsys, *saved)
     assert code == 0 and result["verdict"] == "improved"
     assert result["speedup"] == pytest.approx(2.0, rel=0.1)
+
+
+def test_recording_with_only_a_median_compares_without_a_noise_estimate(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """What ``attach --format json`` writes today: a ``steps`` summary without samples."""
+    def summary(path: Path, p50_ms: float) -> Path:
+        path.write_text(json.dumps({"gpudoctor": "0.1.0", "schema": 1, "command": "attach", "findings": [],
+                                    "steps": {"steps_total": 40, "step_time_p50_ms": p50_ms}}))
+        return path
+
+    code, result = _compare_json(capsys, str(summary(tmp_path / "a.json", 100.0)), str(summary(tmp_path / "b.json", 50.0)))
+    assert code == 0 and result["verdict"] == "improved"
+    assert result["ci95_change_pct"] is None and result["mann_whitney_p"] is None
+    assert "too few step samples" in result["reason"]
