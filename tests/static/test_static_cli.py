@@ -165,3 +165,18 @@ def test_smoke_on_installed_torch_subset(capsys: pytest.CaptureFixture[str]) -> 
     code, out, err = run_cli(capsys, str(root), "--format", "json")
     assert code in (0, 1), err
     assert json.loads(out)["files_checked"] > 20
+
+
+def test_a_checker_bug_is_reported_per_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from static_helpers import check_findings
+
+    (tmp_path / "a.py").write_text("import torch\nstate = torch.load('x')\n")
+    (tmp_path / "Dockerfile").write_text("FROM pytorch/pytorch:latest\n")
+
+    def broken(*_args: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr("gpudoctor.static.deploy.check_dockerfile", broken)
+    found = {(Path(f.location.path or "").name, f.code): f.message for f in check_findings([tmp_path])}
+    assert ("a.py", "GD802") in found
+    assert found[("Dockerfile", "GD899")].startswith("not checked (internal-error: KeyError")

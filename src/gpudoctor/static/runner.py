@@ -20,6 +20,8 @@ from gpudoctor.static.sites import FileResult
 
 #: Below this many files one process is faster than starting workers.
 MIN_FILES_FOR_WORKERS = 200
+#: Default cap on worker processes (``--jobs`` overrides it).
+MAX_DEFAULT_WORKERS = 16
 
 
 @dataclass
@@ -49,14 +51,24 @@ def check_file(path: str, kind: str) -> FileResult:
     return check_deploy_file(path, kind, data)
 
 
+def _check_one(path: str, kind: str) -> FileResult:
+    """A bug triggered by one odd file must not end the run: it is reported as that file's error."""
+    try:
+        return check_file(path, kind)
+    except Exception as exc:  # reported, not swallowed: it shows up as GD899
+        result = FileResult(path=path, kind=kind)
+        result.error("internal-error", f"{type(exc).__name__}: {exc} (please report this file)")
+        return result
+
+
 def _check_chunk(items: list[tuple[str, str]]) -> list[FileResult]:
-    return [check_file(path, kind) for path, kind in items]
+    return [_check_one(path, kind) for path, kind in items]
 
 
 def run_checks(paths: Iterable[str], jobs: int | None = None) -> StaticRun:
     """Check every file under ``paths``; ``jobs`` worker processes (default: CPU count)."""
     items = list(iter_files(paths))
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    workers = jobs if jobs is not None else min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
     if workers > 1 and len(items) >= MIN_FILES_FOR_WORKERS:
         size = max(16, len(items) // (workers * 8))
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
