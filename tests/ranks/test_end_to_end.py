@@ -1,6 +1,6 @@
 """End to end with the real agent: torchrun starts 2 gloo ranks with the agent inside (the
 environment ``gpudoctor run`` gives a command); gpudoctor finds both ranks from the launcher's PID,
-polls each rank's agent and names the input-slowed rank through the rules engine.
+polls each rank's agent (``RankMonitor``, what the session holds) and names the input-slowed rank through the rules engine.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import pytest
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.live.ranks import RankWatch, discover_ranks
-from gpudoctor.live.stragglers import StragglerTracker, rank_factsets, rank_table
+from gpudoctor.live.rankwatch import RankMonitor
 from gpudoctor.model import Source
 
 from .conftest import DDP_JOB
@@ -36,29 +35,28 @@ def test_attach_to_launcher_names_the_input_straggler(tmp_path: Path) -> None:
            "--mode", "input", "--steps", "5000", "--out", str(tmp_path)]
     proc = subprocess.Popen(cmd, env=agent_env(dict(os.environ)), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    watch = None
+    monitor = None
     try:
         deadline = time.time() + 90
         while not all((tmp_path / f"rank{r}.jsonl").exists() for r in (0, 1)) and time.time() < deadline:
             time.sleep(0.3)
-        group = discover_ranks(proc.pid)
-        assert [r.rank for r in group.ranks] == [0, 1]
-        watch = RankWatch(group, window_s=2.0)
-        tracker = StragglerTracker()
+        monitor = RankMonitor.for_target(proc.pid, window_s=2.0)  # what the live session holds
+        assert monitor is not None and [r.rank for r in monitor.group.ranks] == [0, 1]
+        assert monitor.group.launcher_pid == proc.pid
         findings = []
         while time.time() < deadline:
-            report = tracker.update(watch.poll(time.time()), time.time())
-            findings = evaluate(load_catalog().select(["GD601"], []), rank_factsets(report), [Source.LIVE]).findings
+            factsets = monitor.evaluate(time.time())
+            findings = evaluate(load_catalog().select(["GD601"], []), factsets, [Source.LIVE]).findings
             if findings:
                 break
             time.sleep(1.0)
-        assert [(f.code, f.location.rank) for f in findings] == [("GD601", 1)], rank_table(report)
+        assert [(f.code, f.location.rank) for f in findings] == [("GD601", 1)], monitor.table
         assert "(input)" in findings[0].message
-        rows = {row["rank"]: row for row in rank_table(report)}
+        rows = {row["rank"]: row for row in monitor.table}
         assert rows[1]["data_wait_pct"] > 30 > rows[0]["data_wait_pct"]
         assert rows[0]["steps_total"] > 0 and rows[1]["steps_total"] > 0
     finally:
-        if watch is not None:
-            watch.close()
+        if monitor is not None:
+            monitor.close()
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)

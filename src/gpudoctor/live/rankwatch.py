@@ -1,0 +1,210 @@
+"""Watch every rank of a job: poll each rank's agent, judge stragglers and desync, per window.
+
+Why this exists: the live session watches one process; a distributed job needs the same numbers
+from every local rank, side by side. :class:`RankWatch` polls the agent already running in each
+rank (``gpudoctor run`` puts one in every rank) plus ``/proc/<pid>/schedstat``;
+:class:`RankMonitor` adds the straggler tracker and hands the session fact sets (scopes ``rank``
+and ``ranks``, for GD601 and GD610) and the rows of ``Snapshot.rank_table``.
+
+What it must not do: inject into ranks, signal them, or raise into the session — a rank that
+cannot be read is reported without step facts, a rank that exited as ``alive=False``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psutil
+
+from gpudoctor.exitcodes import UserError
+from gpudoctor.live.ranks import RankGroup, discover_ranks
+from gpudoctor.live.samples import GpuSample
+from gpudoctor.live.stragglers import RanksReport, RankWindow, StragglerTracker, rank_factsets, rank_table
+from gpudoctor.model import FactSet
+
+log = logging.getLogger("gpudoctor.live.rankwatch")
+
+
+def read_schedstat_ms(pid: int) -> tuple[float, float] | None:
+    """(CPU time, run delay) of ``pid``'s main thread so far, in ms, from ``/proc/<pid>/schedstat``.
+
+    Run delay is the time the thread was runnable but waiting for a CPU. ``None`` where the kernel
+    does not keep these counters. Check by hand: ``cat /proc/<pid>/schedstat`` (ns, ns, slices).
+    """
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            fields = f.read().split()
+        return int(fields[0]) / 1e6, int(fields[1]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+#: Reply fields (ms per step) the straggler score needs from each rank's agent, first found wins.
+COLLECTIVE_WAIT_FIELDS = ("collective_wait_ms_per_step", "collective_wait_p50_ms")
+COMPUTE_FIELDS = ("compute_ms_per_step", "compute_p50_ms")
+
+
+class RankWatch:
+    """Polls the agent of every rank of a :class:`RankGroup` and turns each poll into rank windows.
+
+    The session owns one per attached job (when the group has more than one rank) and calls
+    :meth:`poll` once per evaluation window; the result feeds
+    :meth:`gpudoctor.live.stragglers.StragglerTracker.update`. Only agents that already run in the
+    ranks are used (``gpudoctor run``, or an earlier attach); this never injects and never raises.
+    """
+
+    def __init__(self, group: RankGroup, window_s: float = 5.0, client_module: Any = None) -> None:
+        self.group = group
+        self.window_s = window_s
+        self._clients: dict[int, Any] = {}
+        self._delay: dict[int, tuple[float, float]] = {}  # pid → (CPU ms, run delay ms) at last poll
+        self._mod = client_module
+
+    def _client(self, pid: int) -> Any:
+        if pid in self._clients:
+            return self._clients[pid]
+        if self._mod is None:
+            try:
+                from gpudoctor.agent import client as mod
+            except ImportError:
+                return None
+            self._mod = mod
+        try:
+            client = self._mod.find_agent(pid, timeout_s=0.5)
+        except Exception:
+            client = None
+        if client is not None:
+            self._clients[pid] = client
+        return client
+
+    def _run_delay_pct(self, pid: int) -> float | None:
+        """Share of runnable time spent waiting for a CPU since the last poll."""
+        now = read_schedstat_ms(pid)
+        if now is None:
+            return None
+        last = self._delay.get(pid)
+        self._delay[pid] = now
+        if last is None:
+            return None
+        cpu, delay = now[0] - last[0], now[1] - last[1]
+        return 100.0 * delay / (cpu + delay) if cpu + delay > 0 else None
+
+    def poll(self, now: float, gpus: Sequence[GpuSample] = ()) -> list[RankWindow]:
+        """One :class:`RankWindow` per rank (``alive=False`` for ranks that exited)."""
+        out = []
+        for i, rp in enumerate(self.group.ranks):
+            rank = rp.rank if rp.rank is not None else i
+            if not psutil.pid_exists(rp.pid):
+                self._clients.pop(rp.pid, None)
+                out.append(RankWindow(rank, rp.pid, alive=False))
+                continue
+            delay_pct = self._run_delay_pct(rp.pid)
+            gpu = next((g for g in gpus if rp.pid in g.target_pids), None)
+            gpu_fields: dict[str, Any] = {}
+            if gpu is not None:
+                gpu_fields = {"gpu_util_pct": gpu.util_pct,
+                              "gpu_throttled": any(r in _GPU_SLOWING for r in gpu.throttle_reasons),
+                              "gpu_shared": bool(set(gpu.other_pids) - set(self.group.pids))}
+            client = self._client(rp.pid)
+            stats, reply = None, {}
+            if client is not None:
+                try:
+                    stats = client.stats(self.window_s)
+                    reply = dict(getattr(client, "last_stats_reply", None) or {})
+                except Exception:
+                    self._clients.pop(rp.pid, None)
+            if stats is None:
+                out.append(RankWindow(rank, rp.pid, cpu_run_delay_pct=delay_pct, **gpu_fields))
+                continue
+            step = stats.step_time_p50_ms
+            data = stats.data_wait_p50_ms
+            if data is None and stats.data_wait_pct is not None and step is not None:
+                data = stats.data_wait_pct * step / 100.0
+            out.append(RankWindow(
+                rank, rp.pid, steps_total=stats.steps_total, window_steps=stats.window_steps,
+                step_time_ms=step, data_wait_ms=data, h2d_ms=stats.h2d_ms_per_step,
+                collective_wait_ms=_first(reply, COLLECTIVE_WAIT_FIELDS),
+                compute_ms=_first(reply, COMPUTE_FIELDS), cpu_run_delay_pct=delay_pct, **gpu_fields))
+        return out
+
+    def close(self) -> None:
+        """Close the connections (the agents stay in the ranks: they were there before us)."""
+        for client in self._clients.values():
+            try:
+                client.close()
+            except Exception:
+                pass
+        self._clients.clear()
+
+
+#: Clock-event reasons that slow a GPU down (not idle or application clocks).
+_GPU_SLOWING = ("hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal", "sw_power_cap")
+
+
+def _first(reply: dict[str, Any], names: Sequence[str]) -> float | None:
+    for name in names:
+        value = reply.get(name)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+class RankMonitor:
+    """What the session holds for a job of several local ranks: one call per evaluation window.
+
+    Session use (see the module docstring)::
+
+        self._ranks = RankMonitor.for_target(pid, window_s, options)   # None: not several ranks
+        ...
+        factsets += self._ranks.evaluate(now, latest_gpus)               # in evaluate_now
+        Snapshot(..., ranks=self._ranks.pids, rank_table=self._ranks.table)
+        self._ranks.close()                                              # in close()
+    """
+
+    def __init__(self, group: RankGroup, window_s: float = 5.0,
+                 options: Mapping[str, Mapping[str, Any]] | None = None, client_module: Any = None) -> None:
+        gd601 = {**(options or {}).get("GD601", {}), **(options or {}).get("straggler-rank", {})}
+        self.group = group
+        self.watch = RankWatch(group, window_s, client_module)
+        self.tracker = StragglerTracker.from_options(gd601)
+        self._lock = threading.Lock()
+        self.last: RanksReport | None = None
+
+    @classmethod
+    def for_target(cls, pid: int, window_s: float = 5.0,
+                   options: Mapping[str, Mapping[str, Any]] | None = None) -> RankMonitor | None:
+        """A monitor when ``pid`` is (or launches) a job of two or more local ranks, else ``None``."""
+        try:
+            group = discover_ranks(pid)
+        except UserError:
+            return None
+        except Exception:
+            log.debug("rank discovery failed", exc_info=True)
+            return None
+        return cls(group, window_s, options) if len(group.ranks) >= 2 else None
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return self.group.pids
+
+    @property
+    def table(self) -> tuple[dict[str, Any], ...]:
+        with self._lock:
+            return rank_table(self.last) if self.last is not None else ()
+
+    def evaluate(self, now: float, gpus: Sequence[GpuSample] = ()) -> list[FactSet]:
+        """Poll every rank and return this window's ``rank``/``ranks`` fact sets (never raises)."""
+        try:
+            report = self.tracker.update(self.watch.poll(now, gpus), now)
+        except Exception:
+            log.debug("rank polling failed", exc_info=True)
+            return []
+        with self._lock:
+            self.last = report
+        return rank_factsets(report)
+
+    def close(self) -> None:
+        self.watch.close()
