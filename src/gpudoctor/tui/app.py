@@ -132,7 +132,9 @@ class GpudoctorApp(App[int]):
         assert self.session is not None
         result = self.session.profile(steps)
         if inspect.isawaitable(result):
-            asyncio.run(result)  # type: ignore[arg-type]
+            result = asyncio.run(result)  # type: ignore[arg-type]
+        if isinstance(result, str) and result:
+            self.call_from_thread(self.notify, result, title="profile")
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def run_export(self, report: Report) -> None:
@@ -188,7 +190,6 @@ class GpudoctorApp(App[int]):
         return not (action == "next_table" and (self.report is None or len(self.report.tables) < 2))
 
     def action_profile(self) -> None:
-        self.notify(f"profiling the next {self.profile_steps} steps; findings update when the trace is analysed")
         self.run_profile(self.profile_steps)
 
     def action_stacks(self) -> None:

@@ -88,6 +88,11 @@ class FindingDetail(VerticalScroll):
         self._lookup = lookup
         self._body = Static("", id="detail-body")
         self.finding: Finding | None = None
+        self._not_evaluated: tuple[NotEvaluated, ...] = ()
+
+    def on_resize(self) -> None:
+        """Lay the text out again at the new width (the first show may come before any size is known)."""
+        self.show(self.finding, self._not_evaluated)
 
     def compose(self) -> ComposeResult:
         yield self._body
@@ -95,11 +100,14 @@ class FindingDetail(VerticalScroll):
     def show(self, finding: Finding | None, not_evaluated: tuple[NotEvaluated, ...] = ()) -> None:
         """Show ``finding``; with none, say what could not be judged and why."""
         self.finding = finding
+        self._not_evaluated = not_evaluated
         if finding is not None:
             self._body.update(finding_renderable(finding, self._lookup(finding.code)))
             self.scroll_home(animate=False)
             return
-        text = Text("No findings", style="bold")
+        text = Text("No findings so far.", style="bold")
+        text.append("\nLive rules are judged every window; press p to profile a few steps for the "
+                    "trace-based diagnosis (precision, host syncs, launch overhead).")
         if not_evaluated:
             text.append("\n\nNot evaluated (evidence missing):", style="bold")
             for item in not_evaluated:

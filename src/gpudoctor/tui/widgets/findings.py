@@ -43,6 +43,7 @@ class FindingsList(DataTable):
         self._all: list[Finding] = []
         self._shown: list[Finding] = []
         self.query_text = ""
+        self._filled = False
 
     def on_mount(self) -> None:
         self.add_column("sev", width=4, key="sev")
@@ -72,8 +73,9 @@ class FindingsList(DataTable):
     def _refill(self) -> None:
         keep = self.current.key if self.current is not None else None
         shown = [f for f in self._all if not self.query_text or matches(f, self.query_text)]
-        if [f.to_dict() for f in shown] == [f.to_dict() for f in self._shown]:
+        if self._filled and [f.to_dict() for f in shown] == [f.to_dict() for f in self._shown]:
             return  # nothing changed: no flicker, no cursor jump
+        self._filled = True
         self._shown = shown
         self.clear()
         for finding in shown:

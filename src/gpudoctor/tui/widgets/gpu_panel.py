@@ -87,21 +87,22 @@ class GpuPanel(Vertical):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._indices: tuple[int, ...] = ()
+        self._indices: tuple[int, ...] | None = None
+        self._note = ""
 
     def compose(self) -> ComposeResult:
         yield Static("no GPU readings yet", classes="no-gpu")
 
     def show(self, gpus: tuple[GpuSample, ...], history: SnapshotHistory, notes: tuple[str, ...] = ()) -> None:
         indices = tuple(g.index for g in gpus)
-        if indices != self._indices:
-            self._indices = indices
+        note = next((n for n in notes if "NVML" in n or "GPU" in n), "no GPU readings")
+        if indices != self._indices or (not gpus and note != self._note):
+            self._indices, self._note = indices, note
             self.remove_children()
             if gpus:
                 self.mount_all([GpuRow(gpu, history) for gpu in gpus])
             else:
-                nvml_note = next((n for n in notes if "NVML" in n or "GPU" in n), "no GPU readings")
-                self.mount(Static(nvml_note, classes="no-gpu"))
+                self.mount(Static(note, classes="no-gpu"))
             return
         for row in self.query(GpuRow):
             gpu = next((g for g in gpus if g.index == row.index), None)

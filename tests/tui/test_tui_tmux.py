@@ -1,0 +1,112 @@
+"""End to end in a real terminal: tmux runs ``gpudoctor attach`` on a real CPU training process
+(and ``gpudoctor analyze --tui`` on a real H200 trace); keys go in with send-keys, the screen comes
+back with capture-pane. Skips with a reason without tmux or torch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GPUDOCTOR = Path(sys.executable).parent / "gpudoctor"
+TRACE = REPO.parent / "shared" / "traces" / "h200" / "loader_bound.json.gz"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install -y tmux)"),
+]
+
+
+class Tmux:
+    """One detached tmux server of our own (its own socket), one window."""
+
+    def __init__(self, name: str) -> None:
+        self.socket = f"gd-test-{os.getpid()}-{name}"
+
+    def run(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True,
+                              text=True, timeout=20).stdout
+
+    def start(self, command: str, width: int = 100, height: int = 30) -> None:
+        self.run("new-session", "-d", "-x", str(width), "-y", str(height), "-s", "t", command)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "t")
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", "t", *keys)
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if predicate(text):
+                return text
+            time.sleep(0.25)
+        raise AssertionError(f"screen never matched within {timeout_s:.0f} s; last screen:\n{text}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
+
+
+@pytest.fixture
+def tmux(request: pytest.FixtureRequest) -> Iterator[Tmux]:
+    session = Tmux(request.node.name[:20].replace("[", "_").replace("]", ""))
+    yield session
+    session.kill()
+
+
+@pytest.fixture
+def training() -> Iterator[subprocess.Popen[bytes]]:
+    pytest.importorskip("torch")
+    proc = subprocess.Popen([sys.executable, str(REPO / "examples" / "input_bound.py"), "--steps", "0",
+                             "--device", "cpu"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=REPO)
+    time.sleep(4)  # imports + first steps
+    assert proc.poll() is None, "the example training job did not start"
+    yield proc
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_attach_dashboard_shows_finding_and_fix_and_q_leaves_target_running(
+        tmux: Tmux, training: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    status = tmp_path / "exit"
+    tmux.start(f"cd {tmp_path} && {GPUDOCTOR} attach --window 2 {training.pid}; echo $? > {status}; sleep 30")
+    # the finding, the numbers behind the verdict, and the live panels, all on one screen
+    wanted = ("GD102", "input-bound", "evidence", "data_wait_pct", "data wait", f"pid {training.pid}")
+    tmux.wait_for(lambda s: all(w in s for w in wanted), 60)
+    tmux.keys("Enter")  # open the highlighted finding's fix (GD102 is the only critical one: first)
+    tmux.wait_for(lambda s: all(w in s for w in ("Before", "After", "num_workers=8")), 10)
+    tmux.keys("Escape")
+    time.sleep(0.5)  # ESC followed at once by q would read as Alt+q
+    tmux.keys("q")
+    deadline = time.monotonic() + 20
+    while not status.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert status.exists() and status.read_text().strip() == "0"
+    time.sleep(1)
+    assert training.poll() is None, "quitting the dashboard must leave the training process running"
+
+
+@pytest.mark.skipif(not TRACE.is_file(), reason=f"real H200 trace not found at {TRACE}")
+def test_analyze_tui_on_a_real_trace(tmux: Tmux, tmp_path: Path) -> None:
+    status = tmp_path / "exit"
+    tmux.start(f"{GPUDOCTOR} analyze --tui {TRACE}; echo $? > {status}; sleep 30", width=80, height=24)
+    tmux.wait_for(lambda s: all(w in s for w in ("GD101", "GD102", "input-bound", "Fix", "idle_pct")), 60)
+    tmux.keys("Down")  # most severe first: GD101 (idle GPU), then GD102 (why: the DataLoader)
+    tmux.wait_for(lambda s: "DataLoader takes" in s and "dataloader_pct" in s, 10)
+    tmux.keys("q")
+    deadline = time.monotonic() + 20
+    while not status.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert status.exists() and status.read_text().strip() in ("0", "1")  # 1 = findings, per --fail-on
