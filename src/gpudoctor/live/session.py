@@ -31,6 +31,7 @@ from gpudoctor.live.facts import build_factsets
 from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
 from gpudoctor.live.process import ProcessCollector
+from gpudoctor.live.rankwatch import RankMonitor
 from gpudoctor.live.samples import (
     AgentState,
     GpuSample,
@@ -72,6 +73,7 @@ class LiveSession:
         self._threads: list[threading.Thread] = []
         self._nvml = nvml if nvml is not None else NvmlCollector()
         self._proc_collector = ProcessCollector(pid)
+        self._ranks: RankMonitor | None = None  # several local ranks: per-rank facts (GD601/GD610)
         self._shm_collector = ShmCollector(pid)
         self._use_stacks = use_stacks
         self._agent = AgentLink(pid, agent)
@@ -97,6 +99,7 @@ class LiveSession:
             self._nvml.open()
         except NvmlUnavailable as exc:
             self._note("nvml", str(exc))
+        self._ranks = RankMonitor.for_target(self.pid, self.window_s, self.options)
         self._spawn("gpudoctor-poll", self._poll_loop)
         self._spawn("gpudoctor-agent", self._agent_loop)
         if self._use_stacks:
@@ -114,6 +117,8 @@ class LiveSession:
         for thread in self._threads:
             thread.join(timeout=5)
         self._agent.close()
+        if self._ranks is not None:
+            self._ranks.close()
         self._nvml.close()
 
     def __enter__(self) -> LiveSession:
@@ -248,6 +253,8 @@ class LiveSession:
                         gpu_window.setdefault(gpu.index, []).append(gpu)
             factsets = build_factsets(self.pid, list(gpu_window.values()), self._process, self._shm,
                                       self._stacks, self._agent.steps, now - self.started_at)
+        if self._ranks is not None:
+            factsets.extend(self._ranks.evaluate(now, self._gpu_hist[-1] if self._gpu_hist else ()))
         result = evaluate(self.catalog, factsets, [Source.LIVE], self.options)
         for error in result.errors:
             log.warning("%s", error)
@@ -288,6 +295,8 @@ class LiveSession:
             steps=self._agent.steps, agent=self._agent.state(),
             findings=tuple([*self._findings, *self._profile_findings]),
             not_evaluated=tuple(self._not_evaluated), notes=tuple(self._notes.values()),
+            ranks=self._ranks.pids if self._ranks is not None else (),
+            rank_table=self._ranks.table if self._ranks is not None else (),
         )
 
     def history(self) -> list[Snapshot]:
