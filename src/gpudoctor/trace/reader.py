@@ -23,7 +23,6 @@ import os
 import re
 import threading
 import zlib
-from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,114 +31,29 @@ from typing import Any, BinaryIO
 import msgspec
 
 from gpudoctor.exitcodes import ExitCode, UserError
-
-# Event kinds (one byte per event in EventTable.kind).
-K_OTHER = 0        # any other complete event on the host side
-K_CPU_OP = 1       # cpu_op / Operator
-K_ANNOTATION = 2   # user_annotation (ProfilerStep#N, DataLoader, record_function)
-K_RUNTIME = 3      # cuda_runtime / cuda_driver / Runtime / mtia_runtime
-K_KERNEL = 4
-K_MEMCPY = 5
-K_MEMSET = 6
-K_GPU_ANNOTATION = 7
-K_SYNC = 8         # cuda_sync (Event Sync, Context Sync, Stream Sync)
-K_PYTHON = 9       # python_function (HTA skips these)
-
-_KIND_BY_CAT_LOWER: dict[object, int] = {
-    "cpu_op": K_CPU_OP, "operator": K_CPU_OP,
-    "user_annotation": K_ANNOTATION,
-    "cuda_runtime": K_RUNTIME, "cuda_driver": K_RUNTIME, "runtime": K_RUNTIME, "mtia_runtime": K_RUNTIME,
-    "kernel": K_KERNEL,
-    "gpu_memcpy": K_MEMCPY, "memcpy": K_MEMCPY,
-    "gpu_memset": K_MEMSET, "memset": K_MEMSET,
-    "gpu_user_annotation": K_GPU_ANNOTATION,
-    "cuda_sync": K_SYNC,
-    "python_function": K_PYTHON,
-}
-
-_KIND_BY_CAT: dict[object, int] = {**_KIND_BY_CAT_LOWER, "Operator": K_CPU_OP, "Runtime": K_RUNTIME,
-                                    "Kernel": K_KERNEL, "Memcpy": K_MEMCPY, "Memset": K_MEMSET}
-
-_Scalar = int | float | str | None
+from gpudoctor.trace.chunks import KINETO_SEP, fold_events
+from gpudoctor.trace.events import (
+    K_ANNOTATION,
+    K_CPU_OP,
+    K_GPU_ANNOTATION,
+    K_KERNEL,
+    K_MEMCPY,
+    K_MEMSET,
+    K_OTHER,
+    K_PYTHON,
+    K_RUNTIME,
+    K_SYNC,
+    Builder,
+    EventTable,
+    _Event,
+    _Header,
+)
 
 #: Bytes of the traceEvents array decoded at once in chunked mode.
 CHUNK_BYTES = 16 * 1024 * 1024
 #: Plain-JSON traces at least this large are decoded by two processes (one per half).
 PARALLEL_MIN_BYTES = 256 * 1024 * 1024
-#: Separator between events in Kineto's own layout ("  },\n  {").
-_KINETO_SEP = re.compile(rb"\}\s*,\s*\n  \{")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
-
-
-class _Args(msgspec.Struct, gc=False):
-    stream: _Scalar = -1  # absent fields default to -1, so the column builders take the int fast path
-    correlation: _Scalar = -1
-    bytes: _Scalar = -1
-    device: _Scalar = None
-    total_allocated: _Scalar = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: _Scalar = msgspec.field(default=None, name="Total Reserved")
-    device_type: _Scalar = msgspec.field(default=None, name="Device Type")
-
-
-_NO_ARGS = _Args()
-_NUMBER_TYPES = (int, float)
-
-
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: _Scalar = None
-    name: _Scalar = None
-    pid: _Scalar = None
-    tid: _Scalar = None
-    ts: _Scalar = None
-    dur: _Scalar = None
-    args: _Args | None = None
-
-
-class _DeviceProperties(msgspec.Struct):
-    name: str = ""
-    totalGlobalMem: int | None = None
-    computeMajor: int | None = None
-
-
-class _DistributedInfo(msgspec.Struct):
-    rank: int | None = None
-    world_size: int | None = None
-    backend: str | None = None
-
-
-class _Header(msgspec.Struct):
-    schemaVersion: int | str | None = None
-    deviceProperties: list[_DeviceProperties] | None = None
-    distributedInfo: _DistributedInfo | None = None
-    traceEvents: list[_Event] | None = None
-
-
-@dataclass
-class EventTable:
-    """All complete (``ph: X``) events of one trace file as parallel columns.
-
-    ``stream`` is -1 for host events, ``correlation`` -1 when absent, ``nbytes`` -1 when absent;
-    ``name`` and ``thread`` index into ``names`` and ``threads``. Times are µs (floats).
-    """
-
-    names: list[str] = field(default_factory=list)
-    threads: list[tuple[Any, Any]] = field(default_factory=list)
-    kind: bytearray = field(default_factory=bytearray)
-    name: array = field(default_factory=lambda: array("I"))
-    thread: array = field(default_factory=lambda: array("I"))
-    ts: array = field(default_factory=lambda: array("d"))
-    dur: array = field(default_factory=lambda: array("d"))
-    stream: array = field(default_factory=lambda: array("q"))
-    correlation: array = field(default_factory=lambda: array("q"))
-    nbytes: array = field(default_factory=lambda: array("q"))
-    memory_ts: array = field(default_factory=lambda: array("d"))
-    memory_allocated: array = field(default_factory=lambda: array("d"))
-    memory_reserved: array = field(default_factory=lambda: array("d"))
-    ns_resolution: bool = False
-
-    def __len__(self) -> int:
-        return len(self.kind)
 
 
 @dataclass
@@ -158,68 +72,6 @@ class RankTrace:
     schema: str = "kineto"         # "kineto" | "kineto-2021"
     notes: list[str] = field(default_factory=list)
     size_bytes: int = 0
-
-
-class Builder:
-    """Folds decoded event structs into an :class:`EventTable`."""
-
-    def __init__(self) -> None:
-        self.table = EventTable()
-        self._name_ids: dict[str, int] = {}
-        self._thread_ids: dict[tuple[Any, Any], int] = {}
-        self.old_schema = False
-
-    def add(self, events: list[_Event]) -> None:
-        """Append the complete events of one decoded chunk, column by column (no per-event loop body)."""
-        t = self.table
-        num = _NUMBER_TYPES
-        for e in events:  # CUDA memory counters ("[memory]" instants with Device Type 1)
-            if e.ph == "i" and e.args is not None and e.args.device_type == 1 \
-                    and type(e.args.total_allocated) in num and type(e.ts) in num:
-                t.memory_ts.append(float(e.ts))  # type: ignore[arg-type]
-                t.memory_allocated.append(float(e.args.total_allocated))  # type: ignore[arg-type]
-                reserved = e.args.total_reserved
-                t.memory_reserved.append(float(reserved) if type(reserved) in num else -1.0)  # type: ignore[arg-type]
-        complete = [e for e in events
-                    if e.ph == "X" and type(e.ts) in num and type(e.dur) in num and e.cat != "Trace"]
-        if not complete:
-            return
-        kinds = _KIND_BY_CAT
-        t.kind.extend([kinds.get(e.cat, K_OTHER) for e in complete])
-        if not self.old_schema:  # the 2021 schema's categories show up in any stretch of events
-            self.old_schema = any(e.cat == "Operator" or e.cat == "Kernel" for e in complete[:5000])
-        name_ids = self._name_ids
-        t.name.extend([name_ids.setdefault(e.name if type(e.name) is str else str(e.name), len(name_ids))
-                       for e in complete])
-        thread_ids = self._thread_ids
-        t.thread.extend([thread_ids.setdefault((e.pid, e.tid), len(thread_ids)) for e in complete])
-        ts = [e.ts for e in complete]
-        t.ts.extend(ts)
-        t.dur.extend([e.dur for e in complete])
-        args = [e.args or _NO_ARGS for e in complete]
-        t.stream.extend([a.stream if type(a.stream) is int else _as_int(a.stream) for a in args])
-        t.correlation.extend([a.correlation if type(a.correlation) is int else _as_int(a.correlation)
-                              for a in args])
-        t.nbytes.extend([a.bytes if type(a.bytes) is int else _as_int(a.bytes) for a in args])
-        if not t.ns_resolution:
-            t.ns_resolution = any(type(v) is float and v != int(v) for v in ts)
-
-    def finish(self) -> EventTable:
-        """The table, with the name and thread lists filled from the interning dicts."""
-        self.table.names = list(self._name_ids)
-        self.table.threads = list(self._thread_ids)
-        return self.table
-
-
-def _as_int(value: _Scalar) -> int:
-    if value is None:
-        return -1
-    if isinstance(value, int):
-        return value
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return -1
 
 
 def find_trace_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -310,7 +162,7 @@ def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path)
     first = fh.read(max(chunk_bytes, 1 << 20))
     start = first.find(b'"traceEvents"')
     bracket = first.find(b"[", start) if start >= 0 else -1
-    if start < 0 or bracket < 0 or not _KINETO_SEP.search(first, bracket):
+    if start < 0 or bracket < 0 or not KINETO_SEP.search(first, bracket):
         return _decode_whole(first + fh.read(), builder, path)
     head_text = first[:start].rstrip().rstrip(b",") + b"}"
     try:
@@ -331,73 +183,6 @@ def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path)
     return header
 
 
-def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder, at_eof: bool) -> _Header | None:
-    """Decode the events in ``pending`` plus ``blocks`` chunk by chunk into ``builder``.
-
-    ``pending[0]`` is a spare byte just before the first event: it is turned into "[" and the ","
-    after the last complete event into "]", so each chunk is decoded in place without copies. When
-    ``at_eof`` the input ends with the array's "]" and the document's last keys, which are returned
-    decoded; otherwise it ends exactly after an event's "}".
-
-    Raises:
-        msgspec.DecodeError: the input is truncated or not JSON.
-    """
-    decoder = msgspec.json.Decoder(list[_Event])
-    while True:
-        cut = _last_separator(pending)
-        nxt = next(blocks, None)
-        if cut >= 0 and nxt is not None:
-            pending[0] = 0x5B  # "["
-            pending[cut + 1] = 0x5D  # "]"
-            with memoryview(pending) as view:
-                _decode_events(decoder, view[:cut + 2], builder)
-            rest = pending.index(b"{", cut + 2) - 1
-            carry = bytearray(pending[rest:])
-            carry += nxt
-            pending = carry
-            continue
-        if nxt is not None:
-            pending += nxt
-            continue
-        break
-    if not at_eof:
-        pending[0] = 0x5B
-        pending.append(0x5D)
-        _decode_events(decoder, pending, builder)
-        return None
-    return _fold_tail(pending, decoder, builder)
-
-
-def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Builder) -> _Header:
-    """The last events, "]", and the keys after the array (the "]" is searched from the end)."""
-    pos = len(pending)
-    while True:
-        pos = pending.rfind(b"]", 0, pos)
-        if pos < 1:
-            raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
-        last = pos - 1
-        while last > 0 and pending[last] in b" \t\r\n":
-            last -= 1
-        if pending[last] != 0x7D:  # "}": the end of the last event
-            continue
-        tail = bytes(pending[pos + 1:]).strip()
-        if not tail.endswith(b"}"):
-            continue
-        try:
-            candidate = msgspec.json.decode(b"{" + tail.lstrip(b",").lstrip(), type=_Header)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-        pending[0] = 0x5B
-        pending[last + 1] = 0x5D
-        try:
-            with memoryview(pending) as view:
-                events = decoder.decode(view[:last + 2])
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-        builder.add(events)
-        return candidate
-
-
 def _split_worthwhile(fh: BinaryIO, path: Path, chunk_bytes: int) -> bool:
     """Decode in two processes: a large plain file, two cores, fork, and no other threads to fork."""
     if isinstance(fh, gzip.GzipFile) or os.environ.get("GPUDOCTOR_TRACE_WORKERS", "2") == "1":
@@ -405,24 +190,6 @@ def _split_worthwhile(fh: BinaryIO, path: Path, chunk_bytes: int) -> bool:
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
         return False
     return _size(path) >= max(PARALLEL_MIN_BYTES, 8 * chunk_bytes)
-
-
-def _last_separator(buf: bytes | bytearray) -> int:
-    """Offset of the ``}`` that ends the last complete event in ``buf``, or -1."""
-    cut = buf.rfind(b"},\n  {")
-    if cut >= 0:
-        return cut
-    last = None
-    for last in _KINETO_SEP.finditer(buf):  # noqa: B007 - we want the last match
-        pass
-    return last.start() if last is not None else -1
-
-
-def _decode_events(decoder: msgspec.json.Decoder, text: bytes | bytearray | memoryview, builder: Builder) -> None:
-    try:
-        builder.add(decoder.decode(text))
-    except msgspec.ValidationError as exc:
-        raise msgspec.DecodeError(f"an event has an unexpected shape ({exc})") from None
 
 
 def _decode_whole(text: bytes, builder: Builder, path: Path) -> _Header:
@@ -538,4 +305,5 @@ def read_traces(paths: Iterable[str | Path]) -> list[RankTrace]:
     return traces
 
 
-__all__ = ["EventTable", "RankTrace", "find_trace_files", "load_trace", "read_traces"]
+__all__ = ["K_ANNOTATION", "K_CPU_OP", "K_GPU_ANNOTATION", "K_KERNEL", "K_MEMCPY", "K_MEMSET", "K_OTHER", "K_PYTHON",
+           "K_RUNTIME", "K_SYNC", "Builder", "EventTable", "RankTrace", "find_trace_files", "load_trace", "read_traces"]

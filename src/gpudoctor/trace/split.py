@@ -22,7 +22,9 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from gpudoctor.trace.reader import Builder, _Header, _read_chunks, fold_events
+from gpudoctor.trace.chunks import fold_events
+from gpudoctor.trace.events import Builder, _Header
+from gpudoctor.trace.reader import _read_chunks
 
 _SEP = b"},\n  {"
 _COLUMNS = ("name", "thread", "ts", "dur", "stream", "correlation", "nbytes", "memory_ts", "memory_allocated",

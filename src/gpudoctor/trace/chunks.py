@@ -1,0 +1,106 @@
+"""Decoding the ``traceEvents`` array in chunks, in place, without a dict per event.
+
+Why this exists: Kineto writes one event per block (``  },\n  {``), so the array can be cut at event
+boundaries and each chunk decoded by msgspec straight from the read buffer: the first spare byte
+becomes ``[`` and the comma after the last complete event becomes ``]``. Peak memory is then one
+chunk plus the columns, whatever the file size.
+
+What it must not do: open files or decide between one and two processes (that is :mod:`.reader`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import msgspec
+
+from gpudoctor.trace.events import Builder, _Event, _Header
+
+#: Separator between events in Kineto's own layout ("  },\n  {").
+KINETO_SEP = re.compile(rb"\}\s*,\s*\n  \{")
+
+
+def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder, at_eof: bool) -> _Header | None:
+    """Decode the events in ``pending`` plus ``blocks`` chunk by chunk into ``builder``.
+
+    ``pending[0]`` is a spare byte just before the first event: it is turned into "[" and the ","
+    after the last complete event into "]", so each chunk is decoded in place without copies. When
+    ``at_eof`` the input ends with the array's "]" and the document's last keys, which are returned
+    decoded; otherwise it ends exactly after an event's "}".
+
+    Raises:
+        msgspec.DecodeError: the input is truncated or not JSON.
+    """
+    decoder = msgspec.json.Decoder(list[_Event])
+    while True:
+        cut = _last_separator(pending)
+        nxt = next(blocks, None)
+        if cut >= 0 and nxt is not None:
+            pending[0] = 0x5B  # "["
+            pending[cut + 1] = 0x5D  # "]"
+            with memoryview(pending) as view:
+                _decode_events(decoder, view[:cut + 2], builder)
+            rest = pending.index(b"{", cut + 2) - 1
+            carry = bytearray(pending[rest:])
+            carry += nxt
+            pending = carry
+            continue
+        if nxt is not None:
+            pending += nxt
+            continue
+        break
+    if not at_eof:
+        pending[0] = 0x5B
+        pending.append(0x5D)
+        _decode_events(decoder, pending, builder)
+        return None
+    return _fold_tail(pending, decoder, builder)
+
+
+def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Builder) -> _Header:
+    """The last events, "]", and the keys after the array (the "]" is searched from the end)."""
+    pos = len(pending)
+    while True:
+        pos = pending.rfind(b"]", 0, pos)
+        if pos < 1:
+            raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
+        last = pos - 1
+        while last > 0 and pending[last] in b" \t\r\n":
+            last -= 1
+        if pending[last] != 0x7D:  # "}": the end of the last event
+            continue
+        tail = bytes(pending[pos + 1:]).strip()
+        if not tail.endswith(b"}"):
+            continue
+        try:
+            candidate = msgspec.json.decode(b"{" + tail.lstrip(b",").lstrip(), type=_Header)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        pending[0] = 0x5B
+        pending[last + 1] = 0x5D
+        try:
+            with memoryview(pending) as view:
+                events = decoder.decode(view[:last + 2])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        builder.add(events)
+        return candidate
+
+
+def _last_separator(buf: bytes | bytearray) -> int:
+    """Offset of the ``}`` that ends the last complete event in ``buf``, or -1."""
+    cut = buf.rfind(b"},\n  {")
+    if cut >= 0:
+        return cut
+    last = None
+    for last in KINETO_SEP.finditer(buf):  # noqa: B007 - we want the last match
+        pass
+    return last.start() if last is not None else -1
+
+
+def _decode_events(decoder: msgspec.json.Decoder, text: bytes | bytearray | memoryview, builder: Builder) -> None:
+    try:
+        builder.add(decoder.decode(text))
+    except msgspec.ValidationError as exc:
+        raise msgspec.DecodeError(f"an event has an unexpected shape ({exc})") from None

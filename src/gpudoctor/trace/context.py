@@ -1,0 +1,98 @@
+"""Shared look-ups for the per-rank metrics, built in a few passes over the event columns.
+
+Why this exists: every metric needs the same indexes — which step a host time falls in, which runtime
+call launched a GPU event, the device events, the few host ops by name — and building them once keeps
+the metrics from re-scanning millions of events each.
+
+What it must not do: compute metrics itself.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from gpudoctor.trace.events import (
+    K_ANNOTATION,
+    K_CPU_OP,
+    K_KERNEL,
+    K_MEMSET,
+    K_OTHER,
+    K_RUNTIME,
+    EventTable,
+)
+
+HOST_KINDS = (K_CPU_OP, K_ANNOTATION, K_OTHER)
+SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+               "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+               "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize")
+WANTED_PREFIXES = ("enumerate(DataLoader)", "Optimizer.step#", "Torch-Compiled Region", "## Call CompiledFxGraph")
+COMPILE_WORK = ("compile_inner", "compile_metrics.", "call_user_compiler", "compile_fx", "inductor_compile",
+                 "backend_compile", "dynamo_compile")
+
+
+def pct(part: float, whole: float) -> float | None:
+    return round(100.0 * part / whole, 2) if whole > 0 else None
+
+
+def rounded(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+class Context:
+    """Shared look-ups: which step a host time falls in, correlation → launch, kernels per step."""
+
+    def __init__(self, t: EventTable, steps: list[tuple[int, float, float]]) -> None:
+        self.steps = steps
+        self.step_starts = [a for _, a, _ in steps]
+        self.n_steps = len(steps)
+        self.launch_by_corr: dict[int, int] = {}
+        self.device: list[int] = []
+        self.sync_calls: list[int] = []
+        #: host events of the few names the metrics look for, by name id
+        self.host_by_name: dict[int, list[int]] = {}
+        #: per host thread, ``aten::`` op indices (for "which op issued this sync")
+        self.aten_by_thread: dict[int, list[int]] = {}
+        names = t.names
+        wanted = {i for i, n in enumerate(names) if n.startswith(WANTED_PREFIXES)
+                  or any(w in n for w in COMPILE_WORK)}
+        aten = {i for i, n in enumerate(names) if n.startswith("aten::")}
+        syncs = {i for i, n in enumerate(names) if n in SYNC_CALLS}
+        kind, name, corr, stream, thread = t.kind, t.name, t.correlation, t.stream, t.thread
+        # K_KERNEL, K_MEMCPY and K_MEMSET are 4, 5 and 6.
+        self.device = [i for i, k in enumerate(kind) if K_KERNEL <= k <= K_MEMSET]
+        runtime = [i for i, k in enumerate(kind) if k == K_RUNTIME]
+        self.launch_by_corr = {corr[i]: i for i in runtime if corr[i] >= 0}
+        self.sync_calls = [i for i in runtime if name[i] in syncs]
+        interesting = wanted | aten
+        for i in [i for i, nid in enumerate(name) if nid in interesting]:
+            if stream[i] >= 0 or kind[i] not in HOST_KINDS:
+                continue
+            nid = name[i]
+            if nid in wanted:
+                self.host_by_name.setdefault(nid, []).append(i)
+            elif kind[i] == K_CPU_OP:
+                self.aten_by_thread.setdefault(thread[i], []).append(i)
+
+    def host_ops(self, t: EventTable, predicate: Any) -> list[int]:
+        """Host events inside the steps whose name satisfies ``predicate`` (names pre-selected above)."""
+        out: list[int] = []
+        for nid, idx in self.host_by_name.items():
+            if predicate(t.names[nid]):
+                out.extend(i for i in idx if self.in_steps(t.ts[i]))
+        return sorted(out)
+
+    def step_of(self, ts_us: float) -> int | None:
+        """Index (0-based, into ``steps``) of the step whose host span holds ``ts_us``."""
+        k = bisect.bisect_right(self.step_starts, ts_us) - 1
+        if k >= 0 and ts_us <= self.steps[k][2]:
+            return k
+        return None
+
+    def step_of_device(self, t: EventTable, i: int) -> int | None:
+        """Step of a GPU event, by the host time of the call that launched it."""
+        launch = self.launch_by_corr.get(t.correlation[i])
+        return self.step_of(t.ts[launch]) if launch is not None else None
+
+    def in_steps(self, ts_us: float) -> bool:
+        return self.step_of(ts_us) is not None
