@@ -24,7 +24,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 
 def check_env_json(extra_env: dict[str, str]) -> dict:
-    env = {**os.environ, **extra_env, "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, **extra_env,
+           "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run([sys.executable, "-m", "gpudoctor", "check", "--env", "--format", "json"],
                          capture_output=True, text=True, env=env, timeout=60)
     if out.returncode not in (0, 1):
