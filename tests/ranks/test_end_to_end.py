@@ -5,6 +5,7 @@ polls each rank's agent (``RankMonitor``, what the session holds) and names the 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -58,5 +59,35 @@ def test_attach_to_launcher_names_the_input_straggler(tmp_path: Path) -> None:
     finally:
         if monitor is not None:
             monitor.close()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_gpudoctor_attach_to_torchrun_reports_the_straggler(tmp_path: Path) -> None:
+    """The whole path a user takes: ``gpudoctor attach <torchrun pid> --duration … --format json``."""
+    pytest.importorskip("torch")
+    if not TORCHRUN.exists():
+        pytest.skip("torchrun is not installed next to this Python")
+    from gpudoctor.commands.run import agent_env
+
+    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", str(DDP_JOB), "--launcher", "env",
+           "--mode", "input", "--steps", "5000", "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, env=agent_env(dict(os.environ)), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 90
+        while not all((tmp_path / f"rank{r}.jsonl").exists() for r in (0, 1)) and time.time() < deadline:
+            time.sleep(0.3)
+        gpudoctor = Path(sys.executable).parent / "gpudoctor"
+        out = subprocess.run([str(gpudoctor), "attach", str(proc.pid), "--duration", "16", "--window", "2",
+                              "--no-agent", "--no-stacks", "--format", "json", "--select", "GD601,GD610"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 1, out.stderr  # findings at warning or above
+        report = json.loads(out.stdout)
+        found = [(f["code"], f["location"].get("rank")) for f in report["findings"]]
+        assert found == [("GD601", 1)], report["findings"]
+        assert "(input)" in report["findings"][0]["message"]
+        assert proc.poll() is None, "attaching must leave the job running"
+    finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
