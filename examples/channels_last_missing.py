@@ -26,7 +26,8 @@ def main() -> None:
     torch.backends.cudnn.benchmark = True
     batch, side, width = (args.batch_size or 128, 64, 64) if on_cuda else (args.batch_size or 8, 32, 16)
     fmt = torch.channels_last if args.fix else torch.contiguous_format
-    model = SmallConvNet(width=width, blocks=3).to(device, memory_format=fmt)
+    model = SmallConvNet(width=width, blocks=3).to(device)
+    model.to(memory_format=fmt)  # type: ignore[call-overload]  # documented; not in the stubs
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=on_cuda, foreach=None if on_cuda else True)
     loss_fn = nn.CrossEntropyLoss()
     pool = [(torch.randn(batch, 3, side, side, device=device).contiguous(memory_format=fmt),

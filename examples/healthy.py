@@ -28,7 +28,8 @@ def main() -> None:
         torch.backends.cudnn.allow_tf32 = True
     batch_size = args.batch_size or (256 if on_cuda else 16)
     side = 64 if on_cuda else 32
-    model = SmallConvNet(width=64 if on_cuda else 16, blocks=3).to(device, memory_format=torch.channels_last)
+    model = SmallConvNet(width=64 if on_cuda else 16, blocks=3).to(device)
+    model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # documented; not in the stubs
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=on_cuda, foreach=None if on_cuda else True)
     loss_fn = nn.CrossEntropyLoss()
     pool = [(torch.randn(batch_size, 3, side, side, device=device).contiguous(memory_format=torch.channels_last),
