@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,25 +27,37 @@ pytestmark = pytest.mark.slow
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 
 
-def test_attach_to_launcher_names_the_input_straggler(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def torchrun_with_agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
+    """torchrun, 2 gloo ranks, rank 1 slowed by its data loading, the agent in both ranks."""
     pytest.importorskip("torch")
     if not TORCHRUN.exists():
         pytest.skip("torchrun is not installed next to this Python")
     from gpudoctor.commands.run import agent_env
 
+    out = tmp_path_factory.mktemp("e2e")
     cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", str(DDP_JOB), "--launcher", "env",
-           "--mode", "input", "--steps", "5000", "--out", str(tmp_path)]
+           "--mode", "input", "--steps", "5000", "--out", str(out)]
     proc = subprocess.Popen(cmd, env=agent_env(dict(os.environ)), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    monitor = None
     try:
         deadline = time.time() + 90
-        while not all((tmp_path / f"rank{r}.jsonl").exists() for r in (0, 1)) and time.time() < deadline:
+        while not all((out / f"rank{r}.jsonl").exists() for r in (0, 1)) and time.time() < deadline:
             time.sleep(0.3)
-        monitor = RankMonitor.for_target(proc.pid, window_s=2.0)  # what the live session holds
-        assert monitor is not None and [r.rank for r in monitor.group.ranks] == [0, 1]
-        assert monitor.group.launcher_pid == proc.pid
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_attach_to_launcher_names_the_input_straggler(torchrun_with_agents: subprocess.Popen) -> None:
+    proc = torchrun_with_agents
+    monitor = RankMonitor.for_target(proc.pid, window_s=2.0)  # what the live session holds
+    assert monitor is not None and [r.rank for r in monitor.group.ranks] == [0, 1]
+    assert monitor.group.launcher_pid == proc.pid
+    try:
         findings = []
+        deadline = time.time() + 60
         while time.time() < deadline:
             factsets = monitor.evaluate(time.time())
             findings = evaluate(load_catalog().select(["GD601"], []), factsets, [Source.LIVE]).findings
@@ -57,37 +70,19 @@ def test_attach_to_launcher_names_the_input_straggler(tmp_path: Path) -> None:
         assert rows[1]["data_wait_pct"] > 30 > rows[0]["data_wait_pct"]
         assert rows[0]["steps_total"] > 0 and rows[1]["steps_total"] > 0
     finally:
-        if monitor is not None:
-            monitor.close()
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        monitor.close()
 
 
-def test_gpudoctor_attach_to_torchrun_reports_the_straggler(tmp_path: Path) -> None:
+def test_gpudoctor_attach_to_torchrun_reports_the_straggler(torchrun_with_agents: subprocess.Popen) -> None:
     """The whole path a user takes: ``gpudoctor attach <torchrun pid> --duration … --format json``."""
-    pytest.importorskip("torch")
-    if not TORCHRUN.exists():
-        pytest.skip("torchrun is not installed next to this Python")
-    from gpudoctor.commands.run import agent_env
-
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", str(DDP_JOB), "--launcher", "env",
-           "--mode", "input", "--steps", "5000", "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd, env=agent_env(dict(os.environ)), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 90
-        while not all((tmp_path / f"rank{r}.jsonl").exists() for r in (0, 1)) and time.time() < deadline:
-            time.sleep(0.3)
-        gpudoctor = Path(sys.executable).parent / "gpudoctor"
-        out = subprocess.run([str(gpudoctor), "attach", str(proc.pid), "--duration", "16", "--window", "2",
-                              "--no-agent", "--no-stacks", "--format", "json", "--select", "GD601,GD610"],
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 1, out.stderr  # findings at warning or above
-        report = json.loads(out.stdout)
-        found = [(f["code"], f["location"].get("rank")) for f in report["findings"]]
-        assert found == [("GD601", 1)], report["findings"]
-        assert "(input)" in report["findings"][0]["message"]
-        assert proc.poll() is None, "attaching must leave the job running"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    proc = torchrun_with_agents
+    gpudoctor = Path(sys.executable).parent / "gpudoctor"
+    out = subprocess.run([str(gpudoctor), "attach", str(proc.pid), "--duration", "16", "--window", "2",
+                          "--no-agent", "--no-stacks", "--format", "json", "--select", "GD601,GD610"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr  # findings at warning or above
+    report = json.loads(out.stdout)
+    found = [(f["code"], f["location"].get("rank")) for f in report["findings"]]
+    assert found == [("GD601", 1)], report["findings"]
+    assert "(input)" in report["findings"][0]["message"]
+    assert proc.poll() is None, "attaching must leave the job running"
