@@ -261,15 +261,16 @@ class TorchHooks:
         if agent is None or torch is None:
             return
         try:
-            agent.settings = {
-                "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-                "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
-                "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-            }
+            agent.settings_flags = (bool(torch.backends.cuda.matmul.allow_tf32)
+                                    | bool(torch.backends.cudnn.allow_tf32) << 1
+                                    | bool(torch.backends.cudnn.benchmark) << 2)
             if torch.cuda.is_initialized():
                 device = torch.cuda.current_device()
                 agent.cuda_device = device
-                agent.mem_points.append((agent.steps_total, int(torch.cuda.memory_allocated(device))))
+                i = agent.mem_recorded % len(agent.mem_step)
+                agent.mem_step[i] = agent.steps_total
+                agent.mem_bytes[i] = int(torch.cuda.memory_allocated(device))
+                agent.mem_recorded += 1
         except Exception:
             pass
 

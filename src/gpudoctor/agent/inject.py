@@ -2,7 +2,8 @@
 
 Python ≥ 3.14 targets: ``sys.remote_exec`` run by the target's own interpreter. Python 3.10–3.13:
 the ptrace injector ``hypno`` (optional extra ``gpudoctor[inject]``), run in a child process so a hung
-injection can be killed without hanging gpudoctor. Every failure a user can cause (no such PID,
+injection can be killed without hanging gpudoctor, and pointed at a thread that sleeps in the kernel
+(see :func:`choose_thread`) — never at a busy one. Every failure a user can cause (no such PID,
 another user's process, not Python, ptrace refused, injector missing) comes back as one sentence
 and an :class:`~gpudoctor.exitcodes.ExitCode`; the target keeps running either way.
 """
@@ -147,15 +148,59 @@ def _run_bounded(cmd: list[str], pid: int, timeout_s: float) -> tuple[int | None
         return 127, str(exc)
 
 
+def _thread_states(pid: int) -> dict[int, tuple[str, int, str]]:
+    """tid → (state letter, user+system CPU ticks, thread name) from /proc."""
+    states: dict[int, tuple[str, int, str]] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                raw = Path(f"/proc/{pid}/task/{entry}/stat").read_text()
+                name = raw[raw.index("(") + 1:raw.rindex(")")]
+                fields = raw[raw.rindex(")") + 2:].split()
+                states[int(entry)] = (fields[0], int(fields[11]) + int(fields[12]), name)
+    return states
+
+
+def choose_thread(pid: int, timeout_s: float, window_s: float = 0.05) -> int | None:
+    """A thread of ``pid`` that is blocked in the kernel and stays so: the safe one to borrow.
+
+    The ptrace injector makes the thread it stops call ``dlopen`` and then Python. A thread stopped
+    while running may hold an allocator or loader lock that this needs — a CPU-bound training loop
+    deadlocked that way (measured). A thread asleep in a system call holds none, so prefer an idle
+    helper thread (same name as the main thread: Python and torch pool threads), then the main
+    thread when it sleeps, then any idle thread. None when every thread stays busy until ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        before = _thread_states(pid)
+        time.sleep(window_s)
+        after = _thread_states(pid)
+        idle = [tid for tid, (state, cpu, _) in after.items()
+                if state == "S" and before.get(tid, ("", -1, ""))[:2] == (state, cpu)]
+        main_name = after.get(pid, ("", 0, ""))[2]
+        ranked = sorted(idle, key=lambda tid: (0 if tid != pid and after[tid][2] == main_name else
+                                               1 if tid == pid else 2, tid))
+        if ranked:
+            return ranked[0]
+        if time.monotonic() >= deadline or not after:
+            return None
+        time.sleep(0.05)
+
+
 def _inject_hypno(pid: int, timeout_s: float) -> tuple[int | None, str]:
     try:
         import hypno  # noqa: F401  (only to learn whether the optional extra is installed)
     except ImportError:
         return -1, "hypno missing"
+    started = time.monotonic()
+    tid = choose_thread(pid, min(5.0, timeout_s / 2))
+    if tid is None:
+        return -2, "every thread busy"
+    timeout_s = max(1.0, timeout_s - (time.monotonic() - started))
     runner = ("import sys, hypno\n"
               "try:\n    hypno.inject_py(int(sys.argv[1]), sys.argv[2])\n"
               "except Exception as exc:\n    print(f'{type(exc).__name__}: {exc}', file=sys.stderr); sys.exit(3)\n")
-    return _run_bounded([sys.executable, "-c", runner, str(pid), injection_code()], pid, timeout_s)
+    return _run_bounded([sys.executable, "-c", runner, str(tid), injection_code()], pid, timeout_s)
 
 
 def _inject_remote_exec(pid: int, timeout_s: float) -> tuple[int | None, str]:
@@ -194,6 +239,10 @@ def _failure(pid: int, rc: int | None, text: str, timeout_s: float) -> InjectRes
                             ExitCode.USAGE)
     if not os.path.exists(f"/proc/{pid}"):
         return InjectResult(False, f"process {pid} exited during injection.", ExitCode.NO_SUCH_PROCESS)
+    if rc == -2:
+        return InjectResult(False, f"every thread of process {pid} stayed busy, and stopping a busy thread to load "
+                                   "the agent can deadlock it; try again, or start the job with `gpudoctor run`.",
+                            ExitCode.INTERNAL)
     if "permission" in lowered or "not permitted" in lowered or "eperm" in lowered or "errno 1" in lowered:
         return InjectResult(False, f"ptrace into process {pid} was refused; {_ptrace_hint()}.", ExitCode.NOT_PERMITTED)
     if "remote debugging" in lowered or "python_disable_remote_debug" in lowered:

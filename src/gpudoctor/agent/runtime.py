@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections import deque
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ from gpudoctor.agent.server import AgentServer
 
 PROTOCOL_VERSION = 1
 STEP_HISTORY = 1024
-SAMPLE_EVERY_STEPS = 10
+MEM_HISTORY = 256
+SAMPLE_EVERY_STEPS = 20
 AUTOCAST_SAMPLE_EVERY_STEPS = 50
 FAST_TICK_S = 0.005
 
@@ -44,14 +45,21 @@ class Agent:
         self.source = source
         self.started_at = time.time()
         self.directory = directory
-        self.steps: deque[tuple[float, float, float]] = deque(maxlen=STEP_HISTORY)  # (t_end, dt_s, wait_s)
+        # Ring buffers of plain doubles: a step allocates no GC-tracked object. (One tuple per step
+        # made Python's GC run more often and cost ~7 µs per optimizer.step() in a tight loop.)
+        self.step_end_s = array("d", bytes(8 * STEP_HISTORY))
+        self.step_dt_s = array("d", bytes(8 * STEP_HISTORY))
+        self.step_wait_s = array("d", bytes(8 * STEP_HISTORY))
+        self.steps_recorded = 0
         self.steps_total = 0
         self.last_step_t = 0.0
         self.data_wait_acc_s = 0.0
         self.step_source = "none"          # optimizer | explicit | none
-        self.settings: dict[str, Any] = {}
+        self.settings_flags = -1            # bit 0 tf32 matmul, 1 tf32 cuDNN, 2 cudnn.benchmark; -1 unknown
         self.autocast_seen: dict[str, Any] = {}
-        self.mem_points: deque[tuple[int, int]] = deque(maxlen=256)  # (step, allocated bytes)
+        self.mem_step = array("q", bytes(8 * MEM_HISTORY))
+        self.mem_bytes = array("q", bytes(8 * MEM_HISTORY))
+        self.mem_recorded = 0
         self.cuda_device: int | None = None
         self.profile = ProfileWindow(directory)
         self.detaching = False
@@ -65,11 +73,15 @@ class Agent:
             self.step_source = "explicit"
         t = time.perf_counter()
         if self.last_step_t:
-            self.steps.append((t, t - self.last_step_t, self.data_wait_acc_s))
+            i = self.steps_recorded % STEP_HISTORY
+            self.step_end_s[i] = t
+            self.step_dt_s[i] = t - self.last_step_t
+            self.step_wait_s[i] = self.data_wait_acc_s
+            self.steps_recorded += 1
         self.last_step_t = t
         self.data_wait_acc_s = 0.0
         self.steps_total += 1
-        if self.steps_total % SAMPLE_EVERY_STEPS == 0:
+        if self.steps_total % SAMPLE_EVERY_STEPS == 1:
             self.torch_hooks.sample_settings_and_memory()
         if self.steps_total % AUTOCAST_SAMPLE_EVERY_STEPS == 1:
             self.torch_hooks.arm_autocast_probe()
@@ -120,7 +132,7 @@ class Agent:
 
     def stats(self, window_s: float) -> dict[str, Any]:
         now = time.perf_counter()
-        history = list(self.steps)
+        history = self.step_history()
         recent = [s for s in history if s[0] >= now - window_s]
         if len(recent) < 3:
             recent = history[-8:]
@@ -138,12 +150,26 @@ class Agent:
             out["data_wait_p50_ms"] = _quantile(waits, 0.5) * 1e3 if self.torch_hooks.dataloader_hooked else None
             if not self.torch_hooks.dataloader_hooked:
                 out["data_wait_pct"] = None
-        out.update(self.settings)
+        flags = self.settings_flags
+        if flags >= 0:
+            out.update(tf32_matmul=bool(flags & 1), tf32_cudnn=bool(flags & 2), cudnn_benchmark=bool(flags & 4))
         out.update(self.autocast_seen)
         out.update(self.torch_hooks.compile_counters())
         out.update(self.torch_hooks.cuda_memory())
-        out["mem_allocated_trend_mib_per_100_steps"] = _trend_mib_per_100_steps(list(self.mem_points))
+        out["mem_allocated_trend_mib_per_100_steps"] = _trend_mib_per_100_steps(self.mem_history())
         return out
+
+    def step_history(self) -> list[tuple[float, float, float]]:
+        """(t_end, dt_s, wait_s) of the recorded steps, oldest first (read from the socket thread)."""
+        n = self.steps_recorded
+        count = min(n, STEP_HISTORY)
+        idx = [(n - count + k) % STEP_HISTORY for k in range(count)]
+        return [(self.step_end_s[i], self.step_dt_s[i], self.step_wait_s[i]) for i in idx]
+
+    def mem_history(self) -> list[tuple[int, int]]:
+        n = self.mem_recorded
+        count = min(n, MEM_HISTORY)
+        return [(self.mem_step[i], self.mem_bytes[i]) for i in ((n - count + k) % MEM_HISTORY for k in range(count))]
 
 
 def _number(value: Any, default: float, low: float, high: float) -> float:
