@@ -4,8 +4,8 @@ Why this exists: decoding is CPU-bound Python and msgspec holds the GIL, so a se
 help; a forked child that decodes the second half of the ``traceEvents`` array into its own columns
 and hands them back through a pipe (a few dozen bytes per event) nearly halves the wall time of a
 gigabyte trace on two cores. Only used for large plain files, when ``fork`` exists, two cores are
-there and the process runs no other thread (see :func:`gpudoctor.trace.reader._split_worthwhile`);
-``GPUDOCTOR_TRACE_WORKERS=1`` turns it off.
+there and the process runs no other thread, and only when ``GPUDOCTOR_TRACE_WORKERS=2`` asks for it
+(see :func:`gpudoctor.trace.reader._split_worthwhile` for why it is not the default yet).
 
 What it must not do: leave a child behind (it always exits through ``os._exit`` and is reaped), or
 swallow a decoding error (the child's error becomes the same one-sentence error as in one process).
