@@ -187,8 +187,8 @@ def _split_worthwhile(fh: BinaryIO, path: Path, chunk_bytes: int) -> bool:
     """Decode in two processes: opted in, a large plain file, two cores, fork, and no other thread.
 
     Opt-in (``GPUDOCTOR_TRACE_WORKERS=2``) because on the shared 2-core development machine, under a
-    load average of 20, it was not faster than one process (bench/README.md); on an idle machine
-    it should nearly halve the decoding wall time. Measure before making it the default.
+    load average of 20, it was not faster than one process (bench/README.md). Whether it helps on
+    an idle machine is not measured yet; measure before making it the default.
     """
     if isinstance(fh, gzip.GzipFile) or os.environ.get("GPUDOCTOR_TRACE_WORKERS", "1") != "2":
         return False
