@@ -311,10 +311,16 @@ def _profile_once(loop: Loop, mode: str) -> dict[str, object]:
     client.detach()  # type: ignore[attr-defined]
     if mode == "inprocess":
         loop.send("off")
-    size = Path(status.trace_path).stat().st_size if status.trace_path else 0
+    size, kernels, steps = 0, 0, 0
     if status.trace_path:
-        Path(status.trace_path).unlink()
-    return {"status": status.status, "seconds": round(took_s, 2), "trace_mib": round(size / 2**20, 2)}
+        path = Path(status.trace_path)
+        size = path.stat().st_size
+        events = json.loads(path.read_text()).get("traceEvents", [])
+        kernels = sum(1 for e in events if e.get("cat") == "kernel")
+        steps = sum(1 for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+        path.unlink()
+    return {"status": status.status, "seconds": round(took_s, 2), "trace_mib": round(size / 2**20, 2),
+            "gpu_kernels": kernels, "profiler_steps": steps}
 
 
 def _print_table(args: argparse.Namespace, off: list[float], on: list[float], attach_ms: list[float],
@@ -339,7 +345,8 @@ def _print_table(args: argparse.Namespace, off: list[float], on: list[float], at
               f"p50 {getattr(last, 'step_time_p50_ms', 0) or 0:.2f} ms, data wait "
               f"{getattr(last, 'data_wait_pct', 0) or 0:.1f} %, CUDA allocated "
               f"{getattr(last, 'cuda_mem_allocated_mib', None)} MiB")
-    print(f"profile window of 3 steps: {profile['status']} in {profile['seconds']} s, trace {profile['trace_mib']} MiB")
+    print(f"profile window of 3 steps: {profile['status']} in {profile['seconds']} s, trace {profile['trace_mib']} MiB, "
+          f"{profile['profiler_steps']} ProfilerStep ranges, {profile['gpu_kernels']} GPU kernels")
 
 
 if __name__ == "__main__":

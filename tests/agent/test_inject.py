@@ -246,3 +246,31 @@ def test_refusals_are_one_sentence_with_distinct_codes() -> None:
     assert (r.ok, r.code) == (False, ExitCode.NO_SUCH_PROCESS)
     assert "does not exist" in r.reason
     assert os.path.exists("/proc/1")
+
+
+def test_cpu_bound_loop_is_injected_through_an_idle_thread(target_factory: type[Target]) -> None:
+    # No sleeps anywhere: the main thread always runs. Stopping it to load the agent deadlocked the
+    # process (measured); the injector must borrow a thread that sleeps in the kernel instead.
+    target = target_factory("--compute-ms", "0").wait_ready()
+    client = _inject(target)
+    stats = _wait_stats(client, min_steps=20)
+    assert stats.steps_per_s and stats.steps_per_s > 20
+    client.detach()
+    target.wait_steps(20)
+
+
+def test_busy_single_threaded_process_is_refused_not_frozen() -> None:
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        result = inject(busy.pid, timeout_s=2)
+        assert (result.ok, result.code) == (False, ExitCode.INTERNAL)
+        assert result.reason.startswith(f"every thread of process {busy.pid} stayed busy")
+        assert busy.poll() is None
+        cpu_before = sum(map(int, Path(f"/proc/{busy.pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]))
+        time.sleep(0.5)
+        cpu_after = sum(map(int, Path(f"/proc/{busy.pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]))
+        assert cpu_after > cpu_before                    # still running, not stopped by ptrace
+    finally:
+        busy.kill()
+        busy.wait()
