@@ -77,6 +77,8 @@ def test_graph_breaks(trace_file: Callable[[str], Path]) -> None:
     report = _report(trace_file("h200/compile_break.json.gz"))
     assert "GD401" in _codes(report)
     assert report.data["ranks"][0]["compiled_graphs_per_step"] == 3
+    # "Torch-Compiled Region: 1/1": frame 1 was compiled a second time before the window.
+    assert _codes(report)["GD402"] == Severity.INFO
 
 
 def test_uncompiled_model_has_no_graph_break_finding(trace_file: Callable[[str], Path]) -> None:
