@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 
 import torch
@@ -35,6 +36,12 @@ def _reexec_with_small_shm(shm_mib: int) -> None:
         return
     if os.geteuid() != 0 or not shutil.which("unshare"):
         print("gpudoctor-example: cannot make a small /dev/shm here (needs root and unshare); "
+              "running with the machine's /dev/shm.", file=sys.stderr)
+        return
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            "mount -t tmpfs -o size=1m tmpfs /dev/shm"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:  # e.g. a container without CAP_SYS_ADMIN
+        print(f"gpudoctor-example: cannot make a small /dev/shm here ({probe.stderr.strip()[:120]}); "
               "running with the machine's /dev/shm.", file=sys.stderr)
         return
     os.environ[_MARK] = str(shm_mib)
