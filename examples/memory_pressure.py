@@ -34,7 +34,7 @@ def _park_buffer(device: torch.device, leave_free_frac: float) -> torch.Tensor |
     while want_b > 2**28:
         try:
             return torch.empty(want_b, dtype=torch.uint8, device=device)
-        except torch.OutOfMemoryError:
+        except torch.cuda.OutOfMemoryError:
             want_b = int(want_b * 0.95)
     return None
 
@@ -45,6 +45,7 @@ def main() -> None:
                         help="GPU memory left free by the parked buffer (default: 2 unfixed, 15 fixed)")
     args = parser.parse_args()
     if args.fix:
+        # Read when CUDA's allocator starts, which has not happened yet at this point.
         os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     device = setup(args, "memory_pressure")
     on_cuda = device.type == "cuda"
