@@ -25,7 +25,15 @@ class ExportResult:
 
 
 def snapshot_report(snapshot: Snapshot) -> Report:
-    """The report of a live snapshot, as ``attach --once`` would print it."""
+    """The report of a live snapshot, exactly as ``attach --once`` builds it (when that module is there)."""
+    try:
+        from gpudoctor.live.report import build_report
+    except ImportError:
+        return _plain_report(snapshot)
+    return build_report(snapshot, elapsed_s=round(snapshot.timestamp - snapshot.started_at, 1))
+
+
+def _plain_report(snapshot: Snapshot) -> Report:
     tables = []
     if snapshot.rank_table:
         rows = [dict(r) for r in snapshot.rank_table]

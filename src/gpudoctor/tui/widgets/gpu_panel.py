@@ -82,7 +82,7 @@ class GpuPanel(Vertical):
 
     DEFAULT_CSS = """
     GpuPanel { height: auto; }
-    GpuPanel .no-gpu { height: 1; color: $text-muted; }
+    GpuPanel .no-gpu { height: auto; color: $text-muted; }
     """
 
     def __init__(self, **kwargs: object) -> None:
