@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from agent_helpers import Target, agent_threads
 
-from gpudoctor.agent.client import AgentLost, find_agent, inject
+from gpudoctor.agent.client import AgentClient, AgentLost, find_agent, inject
 from gpudoctor.agent.paths import find_socket
 from gpudoctor.exitcodes import ExitCode
+from gpudoctor.live.samples import StepStats
 
 pytest.importorskip("hypno", reason="the optional injector (gpudoctor[inject]) is not installed")
 
@@ -31,7 +32,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Target, P
     target.stop()
 
 
-def _inject(target: Target):  # type: ignore[no-untyped-def]
+def _inject(target: Target) -> AgentClient:
     result = inject(target.pid, timeout_s=20)
     assert result.ok, f"{result.reason}\n--- target stderr:\n{target.stderr[-3000:]}"
     assert result.method == "hypno"
@@ -39,7 +40,7 @@ def _inject(target: Target):  # type: ignore[no-untyped-def]
     return result.client
 
 
-def _wait_stats(client, min_steps: int = 10, timeout_s: float = 15.0):  # type: ignore[no-untyped-def]
+def _wait_stats(client: AgentClient, min_steps: int = 10, timeout_s: float = 15.0) -> StepStats:
     deadline = time.monotonic() + timeout_s
     while True:
         stats = client.stats()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_helpers import REPO
@@ -38,7 +39,7 @@ def unprivileged() -> str:
     return USER
 
 
-def _as_user(user: str, code: str, *args: str, background: bool = False):  # type: ignore[no-untyped-def]
+def _as_user(user: str, code: str, *args: str, background: bool = False) -> Any:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO / 'src'}:{SITE_PACKAGES}", "HOME": "/tmp"}
     argv = ["runuser", "-u", user, "--", "env", *[f"{k}={v}" for k, v in env.items()],
             str(SYSTEM_PYTHON), "-c", code, *args]

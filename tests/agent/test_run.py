@@ -7,7 +7,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agent_helpers import GPUDOCTOR, LOOP, REPO, Target
 
@@ -15,6 +17,7 @@ from gpudoctor.agent.client import find_agent
 from gpudoctor.agent.paths import find_socket
 from gpudoctor.commands.run import BOOTSTRAP_DIR, agent_env
 from gpudoctor.exitcodes import ExitCode
+from gpudoctor.live.samples import StepStats
 
 GRAPH_BREAK_LINE = next(i for i, line in enumerate(LOOP.read_text().splitlines(), 1) if "GRAPH-BREAK-LINE" in line)
 
@@ -24,7 +27,8 @@ def _gd(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
                           cwd=str(REPO), stdin=subprocess.DEVNULL)
 
 
-def _stats_when(pid: int, predicate, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
+def _stats_when(pid: int, predicate: Callable[[StepStats, dict[str, Any]], bool],
+                timeout_s: float = 60.0) -> tuple[StepStats, dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     client = None
     while time.monotonic() < deadline:
