@@ -92,9 +92,9 @@ def test_text_and_markdown_name_the_verdict(tmp_path: Path, capsys: pytest.Captu
     after = _recording(tmp_path / "after.json", _steps(40.0, seed=13))
     assert main(["compare", str(before), str(after), "--format", "markdown"]) == 0
     md = capsys.readouterr().out
-    assert "## Verdict: IMPROVED" in md and "| gone | GD102 |" in md
+    assert "Verdict: improved" in md and "## Step-time change" in md and "| gone | GD102 |" in md
     assert main(["compare", str(before), str(after)]) == 0
-    assert "Verdict: IMPROVED" in capsys.readouterr().out
+    assert "Verdict: improved" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -133,7 +133,7 @@ def to_report(c: Comparison) -> Report:
     """A :class:`Report` for the shared renderers: verdict and step-time tables, findings by status."""
     e = c.estimate
     verdict_table = MetricTable(
-        title=f"Verdict: {c.verdict.upper()}", key="verdict",
+        title="Step-time change", key="verdict",
         columns=["metric", "value"],
         rows=[{"metric": "speedup (before/after median)", "value": f"{c.speedup:.3f}x"},
               {"metric": "step time change", "value": f"{e.change_pct:+.1f}%"},
@@ -159,5 +159,6 @@ def to_report(c: Comparison) -> Report:
                      + ", ".join(sorted({k.code for k in c.new})) + ".")
     if c.gone:
         notes.append(f"{len(c.gone)} finding(s) went away: " + ", ".join(sorted({k.code for k in c.gone})) + ".")
-    return Report(command="compare", inputs=[c.before.label, c.after.label], tables=tables, notes=notes,
-                  data={"compare": to_dict(c)})
+    headline = f"Verdict: {c.verdict} — {c.reason}"
+    return Report(command="compare", inputs=[c.before.label, c.after.label], tables=tables, notes=notes[1:],
+                  data={"compare": to_dict(c)}, headline=headline)

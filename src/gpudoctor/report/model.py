@@ -33,6 +33,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)  # extra machine-readable sections (e.g. per-rank metrics)
     elapsed_s: float | None = None
+    headline: str | None = None  # replaces the findings-count sentence (e.g. compare's verdict)
 
     def __post_init__(self) -> None:
         self.findings = sort_findings(self.findings)

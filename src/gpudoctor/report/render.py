@@ -123,6 +123,8 @@ def _md_table(table: MetricTable) -> str:
 
 
 def _summary_sentence(report: Report) -> str:
+    if report.headline:
+        return report.headline
     if not report.findings:
         return "No problems found." + (f" {len(report.not_evaluated)} rules could not be evaluated."
                                        if report.not_evaluated else "")
