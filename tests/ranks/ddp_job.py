@@ -57,13 +57,13 @@ class SlowReadDataset(Dataset):
 
 
 class Net(nn.Module):
-    def __init__(self, extra_matmuls: int) -> None:
+    def __init__(self, extra_matmuls: int, matmul_dim: int = 256) -> None:
         super().__init__()
         self.body = nn.Sequential(nn.Linear(FEATURES, 256), nn.ReLU(), nn.Linear(256, 10))
         self.extra_matmuls = extra_matmuls
         # A plain attribute, not a buffer: DDP would broadcast buffers at every forward, a second
         # collective in which the fast ranks wait, out of the comm hook's sight.
-        self.scratch = torch.randn(256, 256)
+        self.scratch = torch.randn(matmul_dim, matmul_dim) / matmul_dim**0.5
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.body(x)
@@ -117,13 +117,19 @@ def schedstat_ms() -> tuple[float, float]:
 
 def train(rank: int, world: int, args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
+    dev = torch.device("cpu")
+    if args.device == "cuda":
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     if not dist.is_initialized():
-        dist.init_process_group("gloo", rank=rank, world_size=world)
+        dist.init_process_group(args.backend, rank=rank, world_size=world)
     slow = rank == args.slow_rank
     extra = args.base_matmuls + (args.extra_matmuls if (slow and args.mode == "compute") else 0)
     delay = args.read_delay_ms / 1000.0 if (slow and args.mode == "input") else 0.0
     torch.manual_seed(0)
-    model = DDP(Net(extra))
+    net = Net(extra, args.matmul_dim).to(dev)
+    net.scratch = net.scratch.to(dev)
+    model = DDP(net, device_ids=[dev.index] if dev.type == "cuda" else None)
     timer = CollectiveTimer()
     model.register_comm_hook(None, timer.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -139,7 +145,6 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
         )
         prof.start()
     it = iter(loader)
-    dev = torch.device("cpu")
     for step in range(args.steps):
         t0 = time.perf_counter()
         sched0 = schedstat_ms()
@@ -151,6 +156,8 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)  # step times of GPU work, not of kernel launches
         t3 = time.perf_counter()
         coll_ms = timer.take_ms()
         sched1 = schedstat_ms()
@@ -191,6 +198,10 @@ def main() -> None:
     p.add_argument("--extra-matmuls", type=int, default=100, help="more work on the slow rank (--mode compute)")
     p.add_argument("--read-delay-ms", type=float, default=2.5, help="per sample, on the slow rank")
     p.add_argument("--step-sleep-ms", type=float, default=0.0, help="pause after each step (long-running jobs)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: rank r uses GPU r %% device_count (the bench/gpu validation)")
+    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    p.add_argument("--matmul-dim", type=int, default=256, help="size of the square matmuls of the work")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--launcher", choices=["spawn", "env"], default="spawn")
@@ -198,7 +209,7 @@ def main() -> None:
     args = p.parse_args()
     Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.launcher == "env":  # torchrun set RANK/WORLD_SIZE/MASTER_* for us
-        dist.init_process_group("gloo")
+        dist.init_process_group(args.backend)
         train(dist.get_rank(), dist.get_world_size(), args)
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
