@@ -52,6 +52,10 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
     elif qual is not None and qual.startswith(pn.OPTIMIZER_PREFIX) and qual.count(".") == 2 and qual[12:13].isupper():
         if pn.literal(pn.keyword(node, "foreach")) is False:
             ck.emit("python.optimizer", node, optimizer=qual.rsplit(".", 1)[-1], foreach="false")
+    elif qual in ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"):
+        if not any(k.arg is None for k in node.keywords):
+            ck.emit("python.checkpoint", node, call=pn.short(node.func),
+                    use_reentrant=pn.tri_state(pn.keyword(node, "use_reentrant")))
     elif qual in pn.WHOLE_FILE_READERS:
         _reader(ck, node, qual)
     is_conv = names.is_one_of(qual, pn.CONV_LAYERS) or (qual or "").startswith("torchvision.models.resnet")
