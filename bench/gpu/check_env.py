@@ -28,9 +28,13 @@ def check_env_json(extra_env: dict[str, str]) -> dict:
            "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run([sys.executable, "-m", "gpudoctor", "check", "--env", "--format", "json"],
                          capture_output=True, text=True, env=env, timeout=60)
-    if out.returncode not in (0, 1):
-        raise SystemExit(f"gpudoctor check --env failed ({out.returncode}): {out.stderr.strip()}")
-    return json.loads(out.stdout)
+    try:
+        report = json.loads(out.stdout) if out.returncode in (0, 1) else None
+    except json.JSONDecodeError:
+        report = None
+    if report is None:  # an import error also exits 1, with a traceback on stderr and no JSON
+        raise SystemExit(f"gpudoctor check --env failed (exit {out.returncode}): {out.stderr.strip()[-2000:]}")
+    return report
 
 
 def main() -> int:
