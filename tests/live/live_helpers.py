@@ -17,13 +17,14 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 WORKLOAD = HERE / "workload.py"
+LIGHT_TARGET = HERE / "light_target.py"
 GPUDOCTOR = [sys.executable, "-m", "gpudoctor"]
 
 
 def start_workload(mode: str, *extra: str, prefix: tuple[str, ...] = (), timeout_s: float = 180.0,
-                   stdout: int | None = None) -> subprocess.Popen[str]:
-    """Start ``workload.py <mode>`` and wait until its first step ran."""
-    proc = subprocess.Popen([*prefix, sys.executable, str(WORKLOAD), mode, *extra], stdout=subprocess.PIPE,
+                   stdout: int | None = None, script: Path = WORKLOAD) -> subprocess.Popen[str]:
+    """Start ``workload.py <mode>`` (or another ``script``) and wait until it printed "ready"."""
+    proc = subprocess.Popen([*prefix, sys.executable, str(script), mode, *extra], stdout=subprocess.PIPE,
                             stderr=stdout if stdout is not None else subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + timeout_s
     assert proc.stdout is not None
@@ -58,6 +59,6 @@ def workload() -> Iterator[Callable[..., subprocess.Popen[str]]]:
         stop(proc)
 
 
-def run_cli(*args: str, timeout_s: float = 60.0, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, timeout_s: float = 180.0, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*prefix, *GPUDOCTOR, *args], capture_output=True, text=True, timeout=timeout_s,
                           cwd=REPO)

@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from live_helpers import WORKLOAD, run_cli, start_workload, stop
+from live_helpers import GPUDOCTOR, LIGHT_TARGET, REPO, WORKLOAD, run_cli, start_workload, stop
 
 from gpudoctor.exitcodes import ExitCode
 
@@ -34,16 +34,15 @@ def _finding(report: dict, code: str) -> dict | None:
 
 def test_input_bound_loop_is_found_with_pyspy_evidence(workload) -> None:
     target = workload("input")
-    started = time.monotonic()
     report, proc = _attach_json(target.pid, "--once", "--no-agent")
-    elapsed = time.monotonic() - started
     found = _finding(report, "GD102")
     assert found is not None, report["findings"]
     evidence = {e["name"]: e["value"] for e in found["evidence"]}
     assert evidence["stack_data_loading_pct"] > 40
     assert "__getitem__" in found["message"]
     assert proc.returncode == ExitCode.FINDINGS
-    assert elapsed < 15, f"--once took {elapsed:.1f} s"
+    # seconds from attaching (session start) to the finding; the goal is 5 s on an idle machine
+    assert report["first_finding_s"]["GD102"] < 15, report["first_finding_s"]
     assert target.poll() is None, "the target must keep running after detach"
 
 
@@ -67,15 +66,36 @@ def test_repeated_attach_detach_leaves_the_target_running(workload) -> None:
 
 
 def test_target_exiting_mid_attach_keeps_last_data() -> None:
-    target = start_workload("exit", "--seconds", "2")
+    """The target dies (SIGKILL, as an OOM kill would) while attach watches: report, no hang."""
+    import psutil
+
+    target = start_workload("exit", "600", script=LIGHT_TARGET)
+    attach = subprocess.Popen([*GPUDOCTOR, "attach", str(target.pid), "--duration", "300", "--no-agent",
+                               "--window", "1", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=REPO)
     try:
-        report, _ = _attach_json(target.pid, "--duration", "60", "--no-agent", "--window", "1", timeout_s=90)
-        assert report["alive"] is False
-        assert any("exited" in n for n in report["notes"])
-        assert report["process"]["cmdline"], "the last readings stay in the report"
-        assert report["elapsed_s"] < 45, "the watch ends when the target exits, not at --duration"
-    finally:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # wait until the session's py-spy window runs
+            if any("py-spy" in " ".join(c.cmdline()) for c in psutil.Process(attach.pid).children(recursive=True)):
+                break
+            assert attach.poll() is None, attach.communicate()
+            time.sleep(0.2)
+        time.sleep(2.0)
+        killed_at = time.monotonic()
         stop(target)
+        out, err = attach.communicate(timeout=120)
+        waited = time.monotonic() - killed_at
+    finally:
+        if attach.poll() is None:
+            attach.kill()
+            attach.wait()
+        stop(target)
+    assert attach.returncode in (0, 1), err
+    report = json.loads(out)
+    assert report["alive"] is False
+    assert any("exited" in n for n in report["notes"])
+    assert report["process"]["cmdline"], "the last readings stay in the report"
+    assert waited < 60, f"attach took {waited:.0f} s to notice the exit (--duration was 300 s)"
 
 
 def test_pid_that_does_not_exist() -> None:
@@ -131,7 +151,8 @@ def test_small_dev_shm_in_a_private_mount_namespace_is_found() -> None:
     prefix = _private_shm_prefix()
     if prefix is None:
         pytest.skip("unshare -m / mount tmpfs not permitted here")
-    target = start_workload("workers", prefix=prefix)
+    # DataLoader-like workers without torch's start-up cost: forked children with /dev/shm segments.
+    target = start_workload("workers", prefix=prefix, script=LIGHT_TARGET)
     try:
         report, _ = _attach_json(target.pid, "--once", "--no-agent")
         found = _finding(report, "GD103")
@@ -139,6 +160,7 @@ def test_small_dev_shm_in_a_private_mount_namespace_is_found() -> None:
         evidence = {e["name"]: e["value"] for e in found["evidence"]}
         assert evidence["shm_total_mib"] == pytest.approx(16, abs=0.5)
         assert evidence["worker_count"] == 2
+        assert report["shm"]["target_segments"] >= 2, "the workers' /dev/shm segments are seen"
         assert target.poll() is None
     finally:
         stop(target)

@@ -231,8 +231,8 @@ def _role(proc: psutil.Process) -> str:
         return "other"
     if "compile_worker" in cmd or "torch/_inductor" in cmd:
         return "compile"
-    if "py-spy" in cmd:
-        return "other"
+    if "py-spy" in cmd or "multiprocessing.resource_tracker" in cmd or "multiprocessing.forkserver" in cmd:
+        return "other"  # helpers, not workers
     if "LOCAL_RANK" in read_environ(proc.pid) and "torchrun" not in cmd:
         own = read_environ(proc.pid).get("LOCAL_RANK")
         parent_env = read_environ(proc.ppid()) if proc.ppid() else {}
