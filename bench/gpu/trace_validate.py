@@ -39,14 +39,15 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
 }
 
 
-def _record(scenario: str, out_dir: Path) -> Path:
+def _record(scenario: str, out_dir: Path, device: str) -> Path:
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, Dataset
 
     torch.backends.cuda.matmul.allow_tf32 = scenario == "tf32"
     torch.backends.cudnn.allow_tf32 = scenario == "tf32"
-    dev = torch.device("cuda")
+    dev = torch.device(device)
+    on_gpu = device == "cuda"
 
     def block(cin: int, cout: int) -> nn.Module:
         return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
@@ -64,17 +65,17 @@ def _record(scenario: str, out_dir: Path) -> Path:
             return 10_000
 
         def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-            x = torch.randn(3, 96, 96)
+            x = torch.randn(3, side, side)
             for _ in range(12):
                 x = torch.nn.functional.avg_pool2d(x[None], 3, 1, 1)[0]
             return x, i % 100
 
-    batch = 64
+    batch, side = (64, 96) if on_gpu else (4, 32)  # the CPU dry run only exercises the code paths
     if scenario == "loader_bound":
         batches = iter(DataLoader(Heavy(), batch_size=batch, num_workers=0))
     else:
-        fixed = torch.randn(batch, 3, 96, 96)
-        pinned = fixed.pin_memory()
+        fixed = torch.randn(batch, 3, side, side)
+        pinned = fixed.pin_memory() if on_gpu else fixed
 
     forward = model
     if scenario == "compile_break":
@@ -95,7 +96,7 @@ def _record(scenario: str, out_dir: Path) -> Path:
         else:
             x = pinned.to(dev, non_blocking=True)
             y = torch.randint(0, 100, (batch,), device=dev)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=scenario == "bf16"):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=scenario == "bf16"):
             loss = loss_fn(forward(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -105,10 +106,13 @@ def _record(scenario: str, out_dir: Path) -> Path:
 
     for _ in range(3):  # warm-up (and compilation) outside the profile
         step()
-    torch.cuda.synchronize()
+    if on_gpu:
+        torch.cuda.synchronize()
     path = out_dir / f"{scenario}.json"
-    sched = torch.profiler.schedule(wait=1, warmup=1, active=4)
-    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    sched = torch.profiler.schedule(wait=1, warmup=1, active=4, repeat=1)
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if on_gpu:
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
     with torch.profiler.profile(activities=acts, schedule=sched,
                                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
         for _ in range(7):
@@ -139,19 +143,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/gd_traces"))
     parser.add_argument("--only", nargs="*", default=None, help="scenarios to run (default: all)")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                        help="cpu: a dry run of the recording code (no GPU, expectations not checked)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     ok = True
     print(f"{'scenario':<15} {'analyze_s':>9}  result  found codes")
     for scenario in args.only or list(EXPECTED):
         try:
-            trace = _record(scenario, args.out)
+            trace = _record(scenario, args.out, args.device)
         except Exception as exc:  # one scenario failing must not hide the others
             print(f"{scenario:<15} {'-':>9}  ERROR   recording failed: {type(exc).__name__}: {exc}")
             ok = False
             continue
         found, elapsed, _ = _analyze(trace)
-        must, must_not = EXPECTED[scenario]
+        must, must_not = EXPECTED[scenario] if args.device == "cuda" else (set(), set())
         good = must <= found and not (must_not & found)
         ok &= good
         print(f"{scenario:<15} {elapsed:9.2f}  {'ok' if good else 'MISS':6}  {' '.join(sorted(found)) or '-'}"

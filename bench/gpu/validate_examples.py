@@ -342,7 +342,8 @@ def write(path: Path, env: dict[str, str], rows: list[Row], args: argparse.Names
             "`check` for static rules, `analyze` of per-rank traces for DDP); *other findings* = codes neither "
             "expected nor listed as legitimate in examples/zoo.py (on `healthy`: every finding); *time to first "
             "finding* = wall time of `attach --once` that found it, else the `--duration` watch (an upper bound); "
-            "*overhead* = the example's own step rate without and while attached; *tool-free speedup* = fixed / "
+            "*overhead* = the example's own step rate without and while attached (the attached window includes "
+            "agent injection and the 5-step torch.profiler window, so it is an upper bound for steady-state watching); *tool-free speedup* = fixed / "
             "unfixed step rate without gpudoctor; *via compare* = `gpudoctor compare` on the two attach reports.", ""]
     path.write_text("\n".join(head + table(rows, args.cpu)) + "\n")
 
