@@ -205,11 +205,30 @@ def run_variant(ex: Example, fix: bool, args: argparse.Namespace, budget: Budget
                 if err:
                     v.errors.append(f"analyze {err}")
             elif "trace" in ex.evidence:
-                v.errors.append("no profile trace from the agent")
+                v.errors.append("no profile trace from the agent: used the example's own --profile-dir")
+                v.codes |= own_trace_codes(ex, fix, args, budget, workdir, v)
         v.rate_attached = job.rate(t2 + 1.0, t3)
     finally:
         job.stop()
     return v
+
+
+def own_trace_codes(ex: Example, fix: bool, args: argparse.Namespace, budget: Budget, workdir: Path,
+                    v: Variant) -> set[str]:
+    """Fallback when the agent wrote no trace: a short run with the example's own torch.profiler."""
+    if budget.left() < 60:
+        return set()
+    out = workdir / f"own_{ex.name}_{int(fix)}"
+    rc, _, err = run_cmd([sys.executable, f"{ex.name}.py", "--steps", "12", "--profile-dir", str(out),
+                          "--device", "cpu" if args.cpu else "auto", *(["--fix"] if fix else [])],
+                         budget.timeout(120), cwd=EXAMPLES_DIR)
+    if rc != 0:
+        v.errors.append(f"own trace run rc={rc}: {err.strip()[-120:]}")
+        return set()
+    analyzed, error = gd_json(["analyze", str(out), "--format", "json"], budget.timeout(60))
+    if error:
+        v.errors.append(f"analyze (own trace) {error}")
+    return codes_of(analyzed)
 
 
 def run_ddp(ex: Example, fix: bool, args: argparse.Namespace, budget: Budget, workdir: Path) -> Variant:
