@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agent_helpers import GPUDOCTOR, LOOP, REPO, Target
 
 from gpudoctor.agent.client import find_agent
@@ -140,3 +141,38 @@ def test_bootstrap_chains_user_sitecustomize_and_skips_spawned_children(tmp_path
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "True", "False", "False"], out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_run_under_torchrun_reaches_every_rank_but_not_the_launcher() -> None:
+    import psutil
+
+    torchrun = Path(sys.executable).parent / "torchrun"
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed next to this Python")
+    proc = subprocess.Popen(
+        [str(GPUDOCTOR), "run", "--no-dashboard", "--no-stacks", "--format", "json", "--fail-on", "critical", "--",
+         str(torchrun), "--nproc_per_node", "2", str(LOOP), "--seconds", "6", "--compute-ms", "5"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO))
+    try:
+        ranks: dict[int, int] = {}
+        launcher = None
+        deadline = time.monotonic() + 120
+        while len(ranks) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            tree = psutil.Process(proc.pid).children(recursive=True)
+            launcher = next((p.pid for p in tree if "torchrun" in " ".join(p.cmdline())), None)
+            for p in tree:
+                client = find_agent(p.pid, timeout_s=0.5)
+                if client is not None:
+                    ranks[client.info["rank"]] = p.pid
+                    client.close()
+            time.sleep(0.3)
+        assert sorted(ranks) == [0, 1], ranks
+        assert launcher is not None and find_socket(launcher) is None
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    report = json.loads(out)
+    assert report["target_pid"] == ranks[0]            # the session watches rank 0
+    assert report["steps"] and report["steps"]["steps_total"] > 10, err

@@ -237,7 +237,9 @@ def install(source: str = "import") -> str | None:
             return str(_agent.server.path)
         if _is_worker_process():
             return None
-        agent = Agent(source, ensure_private_dir())
+        directory = ensure_private_dir()
+        _sweep_stale_sockets(directory)
+        agent = Agent(source, directory)
         agent.server.start()
         _agent = agent
         if not _fork_hook_registered:
@@ -246,6 +248,19 @@ def install(source: str = "import") -> str | None:
             _fork_hook_registered = True
     agent.torch_hooks.install_when_loaded()
     return str(agent.server.path)
+
+
+def _sweep_stale_sockets(directory: Path) -> None:
+    """Remove sockets left by agents whose process died without cleaning up (``kill -9``)."""
+    try:
+        for entry in os.scandir(directory):
+            name = entry.name
+            if name.startswith("agent-") and name.endswith(".sock"):
+                pid = name[len("agent-"):-len(".sock")]
+                if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                    os.unlink(entry.path)
+    except OSError:
+        pass
 
 
 def mark_step() -> None:
