@@ -176,3 +176,31 @@ def test_run_under_torchrun_reaches_every_rank_but_not_the_launcher() -> None:
     report = json.loads(out)
     assert report["target_pid"] == ranks[0]            # the session watches rank 0
     assert report["steps"] and report["steps"]["steps_total"] > 10, err
+
+
+def test_run_forwards_sigint_to_the_command_and_reports() -> None:
+    import signal
+
+    code = "import time\nprint('ready', flush=True)\ntry:\n    time.sleep(120)\nexcept KeyboardInterrupt:\n    print('child got SIGINT', flush=True)\n    raise SystemExit(5)\n"
+    proc = subprocess.Popen([str(GPUDOCTOR), "run", "--no-dashboard", "--no-stacks", "--format", "json", "--",
+                             sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=str(REPO), start_new_session=True)   # no terminal: gpudoctor must forward it
+    try:
+        import psutil
+        deadline = time.monotonic() + 60
+        child = None
+        while time.monotonic() < deadline and child is None:
+            kids = psutil.Process(proc.pid).children()
+            child = kids[0] if kids and find_agent(kids[0].pid) is not None else None
+            time.sleep(0.2)
+        assert child is not None, "the command's agent never answered"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == ExitCode.INTERRUPTED, err
+    assert "child got SIGINT" in err                      # the command's stdout went to stderr
+    assert "the command exited with status 5." in err
+    assert json.loads(out)["command"] == "run"            # the report still came out
