@@ -7,7 +7,13 @@ It must not compute metrics — it only turns values the session already compute
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpudoctor.model import Severity
+
+if TYPE_CHECKING:
+    from rich.text import Text
+    from textual.widgets import Static
 
 DASH = "–"
 
@@ -79,3 +85,19 @@ def shorten(text: str, width: int) -> str:
     if width <= 1:
         return text[:width]
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def update_static(widget: Static, text: Text) -> None:
+    """Give ``widget`` new text only when it changed, and re-layout only when its shape changed.
+
+    A dashboard refreshes every second; re-laying out the whole screen for a digit that changed is
+    most of its CPU cost. Same lines, same longest line: repaint this widget only.
+    """
+    last: Text | None = getattr(widget, "_gd_last_text", None)
+    if last is not None and last == text:
+        return
+    shape = (len(text.plain.splitlines()), max((len(line) for line in text.plain.splitlines()), default=0))
+    same_shape = last is not None and getattr(widget, "_gd_last_shape", None) == shape
+    widget._gd_last_text = text  # type: ignore[attr-defined]
+    widget._gd_last_shape = shape  # type: ignore[attr-defined]
+    widget.update(text, layout=not same_shape)

@@ -89,21 +89,26 @@ class FindingDetail(VerticalScroll):
         self._body = Static("", id="detail-body")
         self.finding: Finding | None = None
         self._not_evaluated: tuple[NotEvaluated, ...] = ()
+        self._shown_width = -1
 
     def on_resize(self) -> None:
-        """Lay the text out again at the new width (the first show may come before any size is known)."""
-        self.show(self.finding, self._not_evaluated)
+        """Lay the text out again at a new width (the first show may come before any size is known)."""
+        if self.size.width != self._shown_width:
+            self._shown_width = self.size.width
+            self.show(self.finding, self._not_evaluated)
 
     def compose(self) -> ComposeResult:
         yield self._body
 
     def show(self, finding: Finding | None, not_evaluated: tuple[NotEvaluated, ...] = ()) -> None:
         """Show ``finding``; with none, say what could not be judged and why."""
+        same_finding = finding is not None and self.finding is not None and finding.key == self.finding.key
         self.finding = finding
         self._not_evaluated = not_evaluated
         if finding is not None:
             self._body.update(finding_renderable(finding, self._lookup(finding.code)))
-            self.scroll_home(animate=False)
+            if not same_finding:  # fresh numbers for the same finding must not yank the reader back up
+                self.scroll_home(animate=False)
             return
         text = Text("No findings so far.", style="bold")
         text.append("\nLive rules are judged every window; press p to profile a few steps for the "

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
-from gpudoctor.model import Finding, sort_findings
+from gpudoctor.model import Finding, Severity, sort_findings
 from gpudoctor.tui.format import SEVERITY_LABEL, SEVERITY_STYLE
 
 
@@ -44,6 +44,7 @@ class FindingsList(DataTable):
         self._shown: list[Finding] = []
         self.query_text = ""
         self._filled = False
+        self._rows: list[tuple[Severity, str, str, str]] = []
 
     def on_mount(self) -> None:
         self.add_column("sev", width=4, key="sev")
@@ -73,14 +74,18 @@ class FindingsList(DataTable):
     def _refill(self) -> None:
         keep = self.current.key if self.current is not None else None
         shown = [f for f in self._all if not self.query_text or matches(f, self.query_text)]
-        if self._filled and [f.to_dict() for f in shown] == [f.to_dict() for f in self._shown]:
-            return  # nothing changed: no flicker, no cursor jump
-        self._filled = True
-        self._shown = shown
+        rows = [(f.severity, f.code, f.name, f.location.describe()) for f in shown]
+        if self._filled and rows == self._rows:
+            # Same rows (numbers in messages may have moved): keep the table, refresh the detail only.
+            changed = [f.to_dict() for f in shown] != [f.to_dict() for f in self._shown]
+            self._shown = shown
+            if changed:
+                self.post_message(self.Chosen(self.current))
+            return
+        self._filled, self._rows, self._shown = True, rows, shown
         self.clear()
-        for finding in shown:
-            sev = Text(SEVERITY_LABEL[finding.severity], style=SEVERITY_STYLE[finding.severity])
-            self.add_row(sev, finding.code, finding.name, finding.location.describe())
+        for severity, code, name, where in rows:
+            self.add_row(Text(SEVERITY_LABEL[severity], style=SEVERITY_STYLE[severity]), code, name, where)
         row = next((i for i, f in enumerate(shown) if f.key == keep), 0)
         if shown:
             self.move_cursor(row=row)

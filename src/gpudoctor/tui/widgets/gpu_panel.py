@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Sparkline, Static
 
 from gpudoctor.live.samples import GpuSample
-from gpudoctor.tui.format import mem_pair, num, pct, shorten
+from gpudoctor.tui.format import mem_pair, num, pct, shorten, update_static
 from gpudoctor.tui.history import SnapshotHistory
 
 _SPARK_FIELDS = (("util", "util_pct"), ("tensor", "gpm_tensor_util_pct"), ("mem", "mem_used_mib"))
@@ -72,7 +72,7 @@ class GpuRow(Vertical):
                 yield Sparkline(self._history.gpu_series(self.index, field_name), id=f"spark-{field_name}")
 
     def show(self, gpu: GpuSample, history: SnapshotHistory) -> None:
-        self.query_one(".gpu-line", Static).update(gpu_line(gpu))
+        update_static(self.query_one(".gpu-line", Static), gpu_line(gpu))
         for _label, field_name in _SPARK_FIELDS:
             self.query_one(f"#spark-{field_name}", Sparkline).data = history.gpu_series(gpu.index, field_name)
 

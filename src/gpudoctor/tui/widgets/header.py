@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from gpudoctor.live.samples import Snapshot
 from gpudoctor.report.model import Report
-from gpudoctor.tui.format import duration, shorten
+from gpudoctor.tui.format import duration, shorten, update_static
 
 _AGENT_STYLE = {
     "connected": "green",
@@ -58,7 +58,7 @@ class StatusHeader(Static):
             text.append(f"  profile: {agent.profile_status}", style="magenta")
         text.append(f"  attached {duration(snapshot.timestamp - snapshot.started_at)}")
         self.set_class(not alive or agent_lost, "-gone")
-        self.update(text)
+        update_static(self, text)
 
     def show_report(self, report: Report) -> None:
         """Render the header for a finished analysis (``analyze --tui``)."""

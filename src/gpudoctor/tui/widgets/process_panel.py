@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gpudoctor.live.samples import ProcessSample, ShmSample
-from gpudoctor.tui.format import mib, num, pct
+from gpudoctor.tui.format import mib, num, pct, update_static
 
 
 def process_text(process: ProcessSample | None, shm: ShmSample | None) -> Text:
@@ -51,4 +51,4 @@ class ProcessPanel(Static):
     DEFAULT_CSS = "ProcessPanel { height: auto; }"
 
     def show(self, process: ProcessSample | None, shm: ShmSample | None) -> None:
-        self.update(process_text(process, shm))
+        update_static(self, process_text(process, shm))

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
 from gpudoctor.live.samples import AgentState, StepStats
-from gpudoctor.tui.format import num, pct
+from gpudoctor.tui.format import num, pct, update_static
 from gpudoctor.tui.history import SnapshotHistory
 
 
@@ -55,5 +55,5 @@ class StepPanel(Vertical):
         yield Sparkline([], id="spark-steps")
 
     def show(self, steps: StepStats | None, agent: AgentState, history: SnapshotHistory) -> None:
-        self.query_one("#step-text", Static).update(step_text(steps, agent))
+        update_static(self.query_one("#step-text", Static), step_text(steps, agent))
         self.query_one("#spark-steps", Sparkline).data = history.step_series("steps_per_s")
