@@ -57,6 +57,7 @@ class TorchHooks:
         self._active = True
         self._step_hooked = False
         self._uninstalling = False
+        self._fast_tick_until_s = _perf() + 120.0
         self._primary_optimizer: Any = None          # weakref to the optimizer that defines a step
         self._dataloader_cls: Any = None
         self._dataloader_orig: Any = None
@@ -122,7 +123,9 @@ class TorchHooks:
 
     def waiting_for_torch(self) -> bool:
         """True while torch is being imported and the step hook is not in yet (tick fast then)."""
-        return self._active and "torch" in sys.modules and not self._step_hooked
+        if not self._active or self._step_hooked or "torch" not in sys.modules:
+            return False
+        return _perf() < self._fast_tick_until_s      # bounded: an old torch without the hook API
 
     def _hook_torch_compile(self) -> None:
         """Wrap ``torch.compile`` so dynamo's hooks go in before the first compiled call traces."""
