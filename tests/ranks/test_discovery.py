@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 
 
-def _rank_pids(out: Path, timeout_s: float = 90.0) -> dict[int, int]:
+def _rank_pids(out: Path, timeout_s: float = 180.0) -> dict[int, int]:
     """rank → pid, read from the rows the ranks write once they train."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:

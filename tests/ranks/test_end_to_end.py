@@ -41,7 +41,7 @@ def torchrun_with_agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
     proc = subprocess.Popen(cmd, env=agent_env(dict(os.environ)), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 90
+        deadline = time.time() + 180  # torch start-up on a loaded 2-core machine can be slow
         while not all((out / f"rank{r}.jsonl").exists() for r in (0, 1)) and time.time() < deadline:
             time.sleep(0.3)
         yield proc
