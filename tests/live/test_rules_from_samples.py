@@ -146,3 +146,28 @@ def test_nccl_variables_left_on_in_the_environment() -> None:
     result = evaluate(CATALOG, build_factsets(10, [], clean, None, None, None, 1.0), [Source.LIVE])
     assert not {"GD609", "GD805"} & {f.code for f in result.findings}
     assert not {"GD609", "GD805"} & {n.code for n in result.not_evaluated}
+
+
+def test_gpus_the_target_does_not_use_are_not_judged() -> None:
+    idle_other_gpu = _gpu(util_pct=0.0, target_pids=())
+    assert "GD101" not in _codes([idle_other_gpu])
+
+
+def test_device_files_map_a_target_whose_pids_nvml_cannot_see() -> None:
+    # In a container NVML lists host PIDs; the target's open /dev/nvidiaN still names its GPU.
+    from gpudoctor.live.nvml import device_minors
+
+    assert device_minors([2**22 + 99]) == {}
+    collector = NvmlCollector(_FakeNvml())
+    collector._nvml.nvmlDeviceGetComputeRunningProcesses = lambda h: [SimpleNamespace(pid=424242, usedGpuMemory=0)]
+    collector._nvml.nvmlDeviceGetMinorNumber = lambda h: 0
+    collector.open()
+    import gpudoctor.live.nvml as nvml_mod
+
+    original = nvml_mod.device_minors
+    nvml_mod.device_minors = lambda pids: {10: {0}}  # type: ignore[assignment]
+    try:
+        (gpu,) = collector.sample([10])
+    finally:
+        nvml_mod.device_minors = original
+    assert gpu.target_pids == (10,) and gpu.other_pids == (), "the one NVML process is the target itself"

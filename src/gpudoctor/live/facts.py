@@ -171,7 +171,8 @@ def build_factsets(pid: int, gpu_windows: Sequence[Sequence[GpuSample]], proc: P
                    shm: ShmSample | None, stacks: StackSample | None, steps: StepStats | None,
                    session_s: float) -> list[FactSet]:
     """All live fact sets for one evaluation window."""
-    out = [gpu_facts(w, pid) for w in gpu_windows if w]
+    # Only GPUs the target uses are judged (a CPU-only process on a GPU machine gets no GPU findings).
+    out = [gpu_facts(w, pid) for w in gpu_windows if w and w[-1].target_pids]
     job: dict[str, Any] = {}
     if proc is not None:
         job.update(process_values(proc))

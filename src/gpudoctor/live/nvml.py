@@ -17,6 +17,8 @@ raises to the caller after :meth:`NvmlCollector.open` succeeded. No torch, textu
 from __future__ import annotations
 
 import logging
+import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
@@ -47,6 +49,9 @@ GPM_METRICS = {
 }
 
 
+_NVIDIA_DEV_RE = re.compile(r"^/dev/nvidia(\d+)$")
+
+
 class NvmlUnavailable(Exception):
     """NVML cannot be used here (no driver, no GPU); ``str`` is one sentence."""
 
@@ -73,6 +78,24 @@ def map_target_gpus(procs_by_gpu: Mapping[int, Iterable[tuple[int, float | None]
                 others.append(pid)
         if mine:
             out[index] = (sorted(set(mine)), sorted(set(others)), mem if mem_known else None)
+    return out
+
+
+def device_minors(pids: Iterable[int]) -> dict[int, set[int]]:
+    """PID → minor numbers of the ``/dev/nvidiaN`` devices it holds open (works across PID namespaces)."""
+    out: dict[int, set[int]] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                m = _NVIDIA_DEV_RE.match(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            except OSError:
+                continue
+            if m:
+                out.setdefault(pid, set()).add(int(m.group(1)))
     return out
 
 
@@ -142,12 +165,26 @@ class NvmlCollector:
         return out
 
     def sample(self, tree_pids: Iterable[int]) -> tuple[GpuSample, ...]:
-        """Readings of the GPUs the target uses (all GPUs while it uses none yet)."""
+        """Readings of the GPUs the target uses (all GPUs, none marked as the target's, while it uses none).
+
+        A GPU is the target's when NVML lists one of the tree's PIDs on it, or — when NVML reports
+        PIDs of another PID namespace (containers) — when the target holds ``/dev/nvidia<minor>`` open.
+        """
         if not self.opened:
             return ()
         tree = set(tree_pids)
         procs = self.processes()
         mapping = map_target_gpus(procs, tree)
+        if not mapping and tree:
+            held = device_minors(tree)
+            for index, handle in enumerate(self._handles):
+                minor = self._call("minor number", self._nvml.nvmlDeviceGetMinorNumber, handle)
+                holders = sorted(pid for pid, minors in held.items() if minor in minors)
+                if holders:
+                    # NVML's PIDs are of another namespace: they include ours, so only a surplus
+                    # means other processes (named with their host PIDs).
+                    listed = [p for p, _ in procs.get(index, [])]
+                    mapping[index] = (holders, listed if len(listed) > len(holders) else [], None)
         indices = sorted(mapping) or list(range(len(self._handles)))
         out = []
         for index in indices:
