@@ -220,3 +220,15 @@ def sync(test):  # type: ignore[no-untyped-def]
         return asyncio.run(test(*args, **kwargs))
 
     return wrapper
+
+
+def two_rank_session(catalog: Catalog | None = None) -> FakeSession:
+    """Rank 0 input-bound, rank 1 the fp32 compute one: a rank table and per-rank trace findings."""
+    catalog = catalog or load_catalog()
+    rank1 = FactSet("rank", Source.TRACE, TRACE_FACTS["fp32"], Location(rank=1), STARTED_AT + 90)
+    extra = (*trace_findings("input_bound", catalog), *judge([rank1], (Source.TRACE,), catalog)[0])
+    table = ({"rank": 0, "pid": PID, "step_time_ms": 108.3, "data_wait_pct": 61.3, "status": "straggler"},
+             {"rank": 1, "pid": PID + 1, "step_time_ms": 46.9, "data_wait_pct": 0.4, "status": "ok"})
+    snapshots = [replace(s, findings=(*s.findings, *extra), ranks=(PID, PID + 1), rank_table=table)
+                 for s in session_snapshots(catalog=catalog)]
+    return FakeSession(snapshots, history_len=len(snapshots) - 1)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from recorded import FakeSession, profiled_session, session_snapshots, sync
+from recorded import FakeSession, profiled_session, session_snapshots, sync, two_rank_session
 
 from gpudoctor.model import Severity, Source
 from gpudoctor.report.model import MetricTable, Report
@@ -248,3 +248,23 @@ async def test_layout_holds_from_small_to_large(tmp_path: Path, size: tuple[int,
         await pilot.pause(0.3)
         text = screen_text(app)
         assert "GD102" in text and "GPU0" in text and "data wait" in text and "q quit" in text
+
+
+@sync
+async def test_rank_switch_filters_findings_and_highlights_the_row(tmp_path: Path) -> None:
+    app = make_app(two_rank_session(), tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.4)
+        findings = app.query_one(FindingsList)
+        assert {f.location.rank for f in findings.shown} >= {0, 1}
+        assert "2 ranks (all ranks" in screen_text(app) and "straggler" in screen_text(app)
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        assert app.rank == 0 and {f.location.rank for f in findings.shown} <= {0, None}
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        assert app.rank == 1 and {f.location.rank for f in findings.shown} <= {1, None}
+        assert any(f.location.rank == 1 for f in findings.shown)
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        assert app.rank is None and {f.location.rank for f in findings.shown} >= {0, 1}

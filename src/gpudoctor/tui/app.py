@@ -204,7 +204,9 @@ class GpudoctorApp(App[int]):
             self.notify("nothing to export yet: no sample has arrived", severity="warning")
 
     def action_rank(self) -> None:
-        ranks = list(self.latest.ranks) if self.latest else []
+        """Cycle all ranks → rank 0 → rank 1 … : findings of other ranks are hidden, its row highlighted."""
+        rows = self.latest.rank_table if self.latest else ()
+        ranks = [row["rank"] for row in rows if isinstance(row.get("rank"), int)]
         if len(ranks) < 2:
             self.notify("only one rank is watched")
             return
@@ -213,6 +215,7 @@ class GpudoctorApp(App[int]):
         select: Callable[[int], None] | None = getattr(self.session, "select_rank", None)
         if callable(select) and self.rank is not None:
             select(self.rank)
+        self.notify("showing all ranks" if self.rank is None else f"showing rank {self.rank}", timeout=2)
         if self.latest is not None:
             self.post_message(SnapshotArrived(self.latest))
 

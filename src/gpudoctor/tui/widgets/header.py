@@ -46,9 +46,9 @@ class StatusHeader(Static):
         text.append(f"pid {snapshot.target_pid}", style="bold")
         if proc is not None and proc.cmdline:
             text.append("  " + shorten(" ".join(proc.cmdline), 48), style="dim")
-        if snapshot.ranks:
+        if len(snapshot.rank_table) > 1 or len(snapshot.ranks) > 1:
             shown = f"rank {rank}" if rank is not None else "all ranks"
-            text.append(f"  {len(snapshot.ranks)} ranks ({shown})")
+            text.append(f"  {max(len(snapshot.ranks), len(snapshot.rank_table))} ranks ({shown}; r: switch)")
         elif proc is not None and proc.world_size:
             text.append(f"  rank {proc.rank}/{proc.world_size}")
         agent = snapshot.agent

@@ -76,6 +76,10 @@ class LiveView(Vertical):
         if ranks.display:
             rows = [dict(r) for r in snapshot.rank_table]
             ranks.show(rank_columns(rows), rows)
+            selected = next((i for i, r in enumerate(rows) if rank is not None and r.get("rank") == rank), None)
+            ranks.show_cursor = selected is not None
+            if selected is not None:
+                ranks.move_cursor(row=selected)
         self.query_one(FindingsList).set_findings(findings)
 
 
