@@ -6,12 +6,14 @@ the straggler tracker and the rules engine; the GPU reading is a recorded-shape 
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +143,36 @@ def test_scrape_pulls_from_a_live_session_on_a_real_process() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.slow
+def test_attach_headless_prometheus_cli(tmp_path) -> None:
+    """``gpudoctor attach PID --headless --prometheus 0``: serves, is scraped, reports on Ctrl-C."""
+    import signal
+
+    target = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: sum(range(10000)); time.sleep(0.01)"])
+    gpudoctor = Path(sys.executable).parent / "gpudoctor"
+    cli = subprocess.Popen([str(gpudoctor), "attach", str(target.pid), "--headless", "--prometheus", "0",
+                            "--no-agent", "--no-stacks", "--format", "json", "--window", "1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert cli.stderr is not None
+        line = cli.stderr.readline()
+        assert "Prometheus metrics at http://127.0.0.1:" in line, line
+        url = line.split(" at ", 1)[1].strip()
+        deadline = time.time() + 30
+        metrics = _scrape(url)
+        while _value(metrics, "gpudoctor_up", pid=str(target.pid)) != 1.0 and time.time() < deadline:
+            time.sleep(0.3)
+            metrics = _scrape(url)
+        assert _value(metrics, "gpudoctor_up", pid=str(target.pid)) == 1.0
+        time.sleep(2.0)  # let the watch begin: a Ctrl-C during start-up ends without a report
+        cli.send_signal(signal.SIGINT)
+        stdout, _ = cli.communicate(timeout=30)
+        assert cli.returncode == 130
+        assert json.loads(stdout)["target_pid"] == target.pid
+        assert target.poll() is None, "the watched process keeps running"
+    finally:
+        cli.kill()
+        target.kill()
+        target.wait()

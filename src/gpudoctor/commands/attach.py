@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -40,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--once", action="store_true", help="one quick snapshot and report (about 4 s)")
     mode.add_argument("--duration", type=float, metavar="SECONDS",
                       help="watch for SECONDS, then print the report and exit (the process keeps running)")
+    mode.add_argument("--headless", action="store_true",
+                      help="no dashboard: watch until Ctrl-C or the process exits, then report (see --prometheus)")
+    parser.add_argument("--prometheus", type=int, default=None, metavar="PORT",
+                        help="serve per-rank metrics and active findings for Prometheus on PORT (docs/prometheus.md)")
+    parser.add_argument("--prometheus-addr", default="127.0.0.1", metavar="ADDR",
+                        help="address to serve --prometheus on (default 127.0.0.1: this machine only)")
     parser.add_argument("--format", choices=["text", "json", "markdown"], default="text")
     parser.add_argument("-o", "--output", type=Path, default=None, help="write the report to this file")
     parser.add_argument("--no-agent", action="store_true",
@@ -88,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     config, catalog = prepare(args)
     threshold = fail_on(args, config)
     interactive = sys.stdout.isatty() and args.output is None
-    once = args.once or (args.duration is None and not interactive)
+    once = args.once or (args.duration is None and not interactive and not args.headless)
     window_s = ONCE_WINDOW_S if once else args.window
     if args.duration is not None:  # at least ~5 windows per watch, so hysteresis can confirm findings
         window_s = max(1.0, min(window_s, args.duration / 6))
@@ -96,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
     agent_mode = "off" if args.no_agent else "find" if once else "inject"
     session = LiveSession(args.pid, catalog, config.options, agent=agent_mode,
                           interval_s=args.interval, window_s=window_s, use_stacks=not args.no_stacks)
-    if not once and args.duration is None:
+    if args.prometheus is not None and not 0 <= args.prometheus <= 65535:
+        raise UserError("--prometheus takes a TCP port from 0 to 65535.", ExitCode.USAGE)
+    exporter = _start_exporter(session, args)
+    if not once and args.duration is None and not args.headless:
         dashboard = _dashboard()
         if dashboard is not None:
             session.start()
@@ -104,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
                 return int(dashboard(session))
             finally:
                 session.close()
+                if exporter is not None:
+                    exporter.close()
     started = time.monotonic()
     interrupted = False
     session.start()
@@ -111,13 +123,16 @@ def run(args: argparse.Namespace) -> int:
         if once:
             session.wait_windows(2, ONCE_TIMEOUT_S)
         else:
-            _watch(session, args.duration if args.duration is not None else 30.0, args.profile)
+            duration = args.duration if args.duration is not None else float("inf") if args.headless else 30.0
+            _watch(session, duration, args.profile)
     except KeyboardInterrupt:
         interrupted = True
     finally:
         snap = session.snapshot()
         windows = session.windows
         session.close()
+        if exporter is not None:
+            exporter.close()
     report = build_report(snap, elapsed_s=time.monotonic() - started, windows=windows,
                           first_finding_s=dict(session.first_finding_at))
     out = open_output(args.output)
@@ -143,6 +158,17 @@ def _watch(session: LiveSession, duration_s: float, profile_steps: int) -> None:
     if profile_steps:  # let a profile that is nearly done finish and be analysed
         session.wait_until(lambda s: s.agent.profile_status in (None, "done", "failed")
                            or (s.agent.profile_status or "").startswith("failed"), 10.0)
+
+
+def _start_exporter(session: LiveSession, args: argparse.Namespace) -> Any:
+    """The Prometheus exporter when ``--prometheus`` is given (scrapes read the session's snapshot)."""
+    if args.prometheus is None:
+        return None
+    from gpudoctor.live.prometheus import start_exporter
+
+    exporter = start_exporter(session, args.prometheus, args.prometheus_addr)
+    print(f"gpudoctor: Prometheus metrics at {exporter.url}", file=sys.stderr, flush=True)
+    return exporter
 
 
 def _dashboard() -> Callable[..., int] | None:
