@@ -18,7 +18,7 @@ GPUDOCTOR = Path(sys.executable).parent / "gpudoctor"
 def test_demo_without_a_terminal_reports_the_planted_problem_and_stops_its_job() -> None:
     pytest.importorskip("torch")
     before = {p.pid for p in psutil.process_iter()}
-    done = subprocess.run([str(GPUDOCTOR), "demo", "--device", "cpu", "--duration", "8", "--format", "json"],
+    done = subprocess.run([str(GPUDOCTOR), "demo", "--device", "cpu", "--duration", "12", "--format", "json"],
                           capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
