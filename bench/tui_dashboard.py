@@ -85,12 +85,17 @@ def detail_head(text: str) -> str:
     return ""
 
 
-def measure_keys(presses: int, trace: Path | None, parse_log: Path) -> list[float]:
+def measure_keys(presses: int, trace: Path | None, parse_log: Path) -> tuple[list[float], float]:
+    """Latencies (ms) and the dashboard's CPU time per key press (ms; load-independent, idle run only)."""
     name = "keys" if trace else "idle"
     extra = f" --parse-trace-loop {trace} --parse-log {parse_log}" if trace else ""
-    start(name, f"{sys.executable} {REPLAY} input_bound --profiled --refresh-s 1.0{extra}")
+    proc = start(name, f"{sys.executable} {REPLAY} input_bound --profiled --refresh-s 1.0{extra}")
     wait_for(name, "GD102")
     time.sleep(3)
+    cpu0, t0_all = sum(proc.cpu_times()[:2]), time.monotonic()
+    time.sleep(5)  # what the same session costs with no keys (the recorded session repeats itself)
+    quiet_cpu_s_per_s = (sum(proc.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0_all)
+    cpu0, t0_all = sum(proc.cpu_times()[:2]), time.monotonic()
     latencies = []
     for i in range(presses):
         before = detail_head(screen(name))
@@ -105,8 +110,9 @@ def measure_keys(presses: int, trace: Path | None, parse_log: Path) -> list[floa
             time.sleep(0.005)
         latencies.append(1000 * (time.perf_counter() - t0))
         time.sleep(0.3)
+    spent_s = sum(proc.cpu_times()[:2]) - cpu0 - quiet_cpu_s_per_s * (time.monotonic() - t0_all)
     tmux("send-keys", "-t", name, "q")
-    return latencies
+    return latencies, 1000 * spent_s / presses
 
 
 def main() -> int:
@@ -124,8 +130,8 @@ def main() -> int:
             return 0
         with tempfile.TemporaryDirectory() as tmp:
             parse_log = Path(tmp) / "parses.log"
-            idle = measure_keys(args.presses, None, parse_log)
-            busy = measure_keys(args.presses, args.trace, parse_log)
+            idle, cpu_ms_per_key = measure_keys(args.presses, None, parse_log)
+            busy, _ = measure_keys(args.presses, args.trace, parse_log)
             parses = parse_log.read_text().splitlines() if parse_log.exists() else []
     finally:
         subprocess.run(["tmux", "-L", SOCKET, "kill-server"], capture_output=True)
@@ -137,6 +143,7 @@ def main() -> int:
     for label, values in (("key latency, idle", idle), ("key latency, trace parsing", busy)):
         q = statistics.quantiles(values, n=10)
         print(f"{label + ' p50 / p90 / max (ms)':<44}{statistics.median(values):>5.0f} / {q[-1]:.0f} / {max(values):.0f}  < 100")
+    print(f"{'dashboard CPU time per key press (ms)':<44}{cpu_ms_per_key:>12.1f}  (load-independent floor)")
     parse_times = [line.split()[1] for line in parses]
     print(f"trace parses during the busy run: {len(parses)} of {args.trace.name} ({', '.join(parse_times[:3])} each)")
     return 0
