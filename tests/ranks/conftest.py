@@ -18,7 +18,7 @@ DDP_JOB = HERE / "ddp_job.py"
 WARMUP_STEPS = 5
 
 
-def run_ddp(out: Path, mode: str, steps: int = 40, *extra: str, timeout_s: float = 150.0) -> dict[int, list[dict]]:
+def run_ddp(out: Path, mode: str, steps: int = 40, *extra: str, timeout_s: float = 280.0) -> dict[int, list[dict]]:
     """Run the 2-rank DDP job to completion; return each rank's per-step rows."""
     pytest.importorskip("torch")
     cmd = [sys.executable, str(DDP_JOB), "--mode", mode, "--steps", str(steps), "--out", str(out), *extra]
