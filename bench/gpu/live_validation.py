@@ -38,7 +38,8 @@ TOTAL_BUDGET_S = 450.0          # hard stop for the whole script (< 8 min)
 START_TIMEOUT_S = 90.0
 DIAGNOSE_TIMEOUT_S = 20.0
 PROFILE_TIMEOUT_S = 20.0
-ABSENT_WAIT_S = 12.0            # how long a finding that should NOT appear is given to appear
+ABSENT_WAIT_S = 12.0
+WARM_S = 4.0                    # steady state: after the agent's first step and the first py-spy window            # how long a finding that should NOT appear is given to appear
 
 WORKLOAD = textwrap.dedent('''
     import mmap, os, struct, sys, time
@@ -207,9 +208,9 @@ def overhead(work: Workload, pairs: int, window_s: float, budget: Budget) -> dic
             break
         base.append(work.rate(window_s))
         session = LiveSession(work.proc.pid, catalog, agent="inject", window_s=2.0).start()
-        try:  # warm: agent injected and started, NVML opened, py-spy running
-            session.wait_until(lambda s: s.agent.status != "injecting", 10.0)
-            time.sleep(1.5)
+        try:  # warm: agent injected and started, NVML opened, py-spy running; the attach transient
+            session.wait_until(lambda s: s.agent.status != "injecting", 10.0)  # is reported as t_first_s
+            time.sleep(WARM_S)
             attached.append(work.rate(window_s))
         finally:
             session.close()

@@ -204,6 +204,13 @@ def _explain_failure(stderr: str) -> str:
     return f"py-spy failed: {line[:160]}."
 
 
+def _nice_child() -> None:
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+
+
 def record_window(pid: int, window_s: float, rate_hz: int = 50, binary: str | None = None,
                   stop: threading.Event | None = None) -> StackSample:
     """Sample ``pid`` for ``window_s`` seconds without pausing it; raise PySpyUnavailable on failure.
@@ -220,7 +227,9 @@ def record_window(pid: int, window_s: float, rate_hz: int = 50, binary: str | No
            "--output", out_path]
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # Niced like the session's threads: py-spy must wait for a core, not take one from the job.
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_nice_child)
         deadline = started + window_s + 10
         while proc.poll() is None:
             if (stop is not None and stop.wait(0.1)) or time.monotonic() > deadline:
