@@ -173,6 +173,8 @@ class LiveSession:
             tick = time.monotonic()
             proc = self._proc_collector.sample()
             tree = [proc.pid, *[w.pid for w in proc.workers]]
+            if self._ranks is not None:  # sibling ranks of the same job are not "other processes" (GD703)
+                tree.extend(p for p in self._ranks.pids if p not in tree)
             gpus = self._nvml.sample(tree) if self._nvml.opened and proc.alive else ()
             shm = None
             if tick >= next_shm and proc.alive:
