@@ -10,13 +10,54 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from gpudoctor.live.samples import GpuSample
 from gpudoctor.tui.format import mem_pair, num, pct, shorten, update_static
 from gpudoctor.tui.history import SnapshotHistory
 
 _SPARK_FIELDS = (("util", "util_pct"), ("tensor", "gpm_tensor_util_pct"), ("mem", "mem_used_mib"))
+_BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def _scale_top(gpu: GpuSample, field_name: str) -> float:
+    """The value a full bar stands for: 100 for percentages, the card's memory for memory."""
+    if field_name == "mem_used_mib":
+        return gpu.mem_total_mib or 1.0
+    return 100.0
+
+
+def bars(values: list[float], top: float, width: int) -> Text:
+    """A sparkline on a FIXED scale (0..top), newest on the right.
+
+    Textual's Sparkline scales to the data's own min..max, which draws a steady 99% utilisation as a
+    flat line at the bottom; on a dashboard read at a glance the height must mean the same every time.
+    """
+    text = Text()
+    shown = values[-width:] if width > 0 else []
+    text.append(" " * max(width - len(shown), 0))
+    for value in shown:
+        level = min(len(_BLOCKS) - 1, max(0, int(value / top * len(_BLOCKS)))) if top > 0 else 0
+        text.append(_BLOCKS[level], style="green" if level < 3 else "yellow" if level < 6 else "bold green")
+    return text
+
+
+class FixedSparkline(Static):
+    """A one-line sparkline whose bar height means the same value on every refresh."""
+
+    DEFAULT_CSS = "FixedSparkline { height: 1; }"
+
+    def __init__(self, values: list[float], top: float, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._values, self._top = values, top
+
+    def set_data(self, values: list[float], top: float) -> None:
+        if values != self._values or top != self._top:
+            self._values, self._top = values, top
+            self.refresh()
+
+    def render(self) -> Text:
+        return bars(self._values, self._top, self.content_size.width)
 
 
 def gpu_line(gpu: GpuSample) -> Text:
@@ -55,7 +96,7 @@ class GpuRow(Vertical):
     GpuRow .gpu-line { height: 1; }
     GpuRow Horizontal { height: 1; }
     GpuRow .spark-label { width: 7; height: 1; color: $text-muted; }
-    GpuRow Sparkline { width: 1fr; height: 1; margin-right: 1; }
+    GpuRow FixedSparkline { width: 1fr; height: 1; margin-right: 1; }
     """
 
     def __init__(self, gpu: GpuSample, history: SnapshotHistory) -> None:
@@ -69,12 +110,14 @@ class GpuRow(Vertical):
         with Horizontal():
             for label, field_name in _SPARK_FIELDS:
                 yield Static(label, classes="spark-label")
-                yield Sparkline(self._history.gpu_series(self.index, field_name), id=f"spark-{field_name}")
+                yield FixedSparkline(self._history.gpu_series(self.index, field_name),
+                                     _scale_top(self._gpu, field_name), id=f"spark-{field_name}")
 
     def show(self, gpu: GpuSample, history: SnapshotHistory) -> None:
         update_static(self.query_one(".gpu-line", Static), gpu_line(gpu))
         for _label, field_name in _SPARK_FIELDS:
-            self.query_one(f"#spark-{field_name}", Sparkline).data = history.gpu_series(gpu.index, field_name)
+            self.query_one(f"#spark-{field_name}", FixedSparkline).set_data(
+                history.gpu_series(gpu.index, field_name), _scale_top(gpu, field_name))
 
 
 class GpuPanel(Vertical):
