@@ -29,7 +29,8 @@ RANK_COLUMNS = ["rank", "idle_pct", "compute_pct", "non_compute_pct", "kernel_ti
 HOST_COLUMNS = ["rank", "dataloader_pct", "host_syncs_per_step", "pageable_h2d_per_step", "gemm_fp32_simt_pct",
                 "gemm_tf32_pct", "gemm_lowp_pct"]
 STEP_COLUMNS = ["rank", "step", "step_time_ms", "dataloader_ms", "gpu_busy_ms", "kernels"]
-STRAGGLER_COLUMNS = ["rank", "step_time_p50_ms", "straggler_score", "late_collective_pct"]
+STRAGGLER_COLUMNS = ["rank", "step_time_p50_ms", "outside_collective_ms", "straggler_score", "step_time_score",
+                     "straggler_cause", "late_collective_pct"]
 
 
 def analyze_traces(traces: Sequence[RankTrace], catalog: Catalog | None = None,

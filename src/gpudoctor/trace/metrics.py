@@ -13,6 +13,7 @@ What it must not do: read files, know rule thresholds, or import anything heavy.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 
 from gpudoctor.model import FactValue
 from gpudoctor.trace import kernels as kn
-from gpudoctor.trace.context import Context, pct, rounded
+from gpudoctor.trace.context import HOST_KINDS, Context, pct, rounded
 from gpudoctor.trace.reader import (
     K_GPU_ANNOTATION,
     K_KERNEL,
@@ -38,6 +39,11 @@ from gpudoctor.trace.timeline import hta_device_events, intersection_length, mer
 
 SMALL_KERNEL_US = 10.0
 LONG_GAP_US = 100_000.0
+#: host-side events during which the rank is blocked in (or running) a collective: the process
+#: group's own annotations (``gloo:all_reduce``, ``nccl:all_reduce`` …), the ``c10d::`` ops
+#: (``c10d::allreduce_`` …) and ``record_param_comms``.
+HOST_COLLECTIVE_RE = re.compile(r"^(gloo|nccl|mpi|ucc|xccl):|^c10d::|^record_param_comms$")
+
 @dataclass
 class RankMetrics:
     """Everything measured on one rank: facts for the rules, rows for the tables."""
@@ -69,6 +75,7 @@ def compute_rank_metrics(trace: RankTrace) -> RankMetrics:
         values.update(sync_and_copy_metrics(t, ctx))
         values.update(optimizer_metrics(t, ctx))
         values.update(compile_metrics(t, ctx))
+        values.update(outside_collective_metrics(t, ctx))
     values.update(_memory(trace))
     return RankMetrics(trace.rank, values, step_rows(t, ctx), _collectives(t, ctx))
 
@@ -216,6 +223,50 @@ def _memory(trace: RankTrace) -> dict[str, FactValue]:
         out["mem_peak_used_mib"] = round(max(allocated, reserved) / 2**20, 1)
         out["mem_peak_pct"] = pct(max(allocated, reserved), trace.device_memory_bytes)
     return out
+
+
+def outside_collective_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    """Per step: time outside collectives = step time − time blocked in collectives (medians, ms).
+
+    In synchronous data parallelism every rank's step time is the same — the fast ranks wait in the
+    all-reduce for the slow one — so the time a rank spends *outside* collective waits is what
+    tells a slow rank apart (the live side scores the same way). Time in collectives per step is
+    the larger of two measures, both clipped to the step: the union of the host-side collective
+    events (:data:`HOST_COLLECTIVE_RE`; on gloo these span the whole exchange, peer wait included)
+    and the union of the communication kernels launched in that step (NCCL on the GPU: the kernel
+    runs, spinning, until every peer has joined).
+    """
+    if not ctx.n_steps:
+        return {}
+    coll_names = {i for i, n in enumerate(t.names) if HOST_COLLECTIVE_RE.search(n)}
+    host: list[list[tuple[float, float]]] = [[] for _ in range(ctx.n_steps)]
+    device: list[list[tuple[float, float]]] = [[] for _ in range(ctx.n_steps)]
+    found = False
+    if coll_names:
+        for i, nid in enumerate(t.name):
+            if nid not in coll_names or t.stream[i] >= 0 or t.kind[i] not in HOST_KINDS:
+                continue
+            for k, (_, a, b) in enumerate(ctx.steps):  # few steps: a linear scan is fine
+                s, e = max(a, t.ts[i]), min(b, t.ts[i] + t.dur[i])
+                if e > s:
+                    host[k].append((s, e))
+                    found = True
+    for i in ctx.device:
+        if t.kind[i] != K_KERNEL or not kn.is_communication(t.names[t.name[i]]):
+            continue
+        step = ctx.step_of_device(t, i)
+        if step is not None:
+            device[step].append((t.ts[i], t.ts[i] + t.dur[i]))
+            found = True
+    if not found:
+        return {}
+    outside, waits = [], []
+    for k, (_, a, b) in enumerate(ctx.steps):
+        wait = max(total(merge(host[k])), total(merge(device[k])))
+        waits.append(wait / 1000.0)
+        outside.append(max(0.0, (b - a) - wait) / 1000.0)
+    return {"outside_collective_ms_p50": rounded(statistics.median(outside)),
+            "collective_wait_ms_p50": rounded(statistics.median(waits))}
 
 
 def _collectives(t: EventTable, ctx: Context) -> dict[str, list[float]]:
