@@ -9,17 +9,20 @@ Prints "ready" when running.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
 import time
 from multiprocessing import shared_memory
 
 
-def _worker(queue: mp.Queue) -> None:  # type: ignore[type-arg]
+def _worker(queue: mp.Queue, parent: int) -> None:  # type: ignore[type-arg]
     segment = shared_memory.SharedMemory(create=True, size=4 * 2**20)
     queue.put(segment.name)
-    while True:
+    while os.getppid() == parent:  # a test that SIGKILLs the main process must not leave us spinning
         segment.buf[:1024] = bytes(1024)
         sum(range(20000))
+    segment.close()
+    segment.unlink()
 
 
 def main() -> None:
@@ -32,7 +35,7 @@ def main() -> None:
         return
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(queue,), daemon=True) for _ in range(2)]
+    workers = [ctx.Process(target=_worker, args=(queue, os.getpid()), daemon=True) for _ in range(2)]
     for w in workers:
         w.start()
     segments = [shared_memory.SharedMemory(name=queue.get(timeout=30)) for _ in workers]

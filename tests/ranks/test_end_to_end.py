@@ -5,6 +5,7 @@ polls each rank's agent (``RankMonitor``, what the session holds) and names the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,6 +28,21 @@ pytestmark = pytest.mark.slow
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 
 
+def kill_tree(proc: subprocess.Popen) -> None:
+    """torchrun starts its ranks in sessions of their own: killing its process group misses them."""
+    import psutil
+
+    try:
+        victims = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        victims = []
+    os.killpg(proc.pid, signal.SIGKILL)
+    for child in victims:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    proc.wait(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def torchrun_with_agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
     """torchrun, 2 gloo ranks, rank 1 slowed by its data loading, the agent in both ranks."""
@@ -46,8 +62,7 @@ def torchrun_with_agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
             time.sleep(0.3)
         yield proc
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        kill_tree(proc)
 
 
 def test_attach_to_launcher_names_the_input_straggler(torchrun_with_agents: subprocess.Popen) -> None:
