@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -31,6 +30,7 @@ from gpudoctor.live.agentlink import AgentLink
 from gpudoctor.live.facts import build_factsets
 from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
+from gpudoctor.live.priority import lower_thread_priority
 from gpudoctor.live.process import ProcessCollector
 from gpudoctor.live.rankwatch import RankMonitor
 from gpudoctor.live.samples import (
@@ -43,19 +43,6 @@ from gpudoctor.live.samples import (
 )
 from gpudoctor.live.shm import ShmCollector
 from gpudoctor.model import Finding, NotEvaluated, Source
-
-#: How much lower than the target gpudoctor's own collectors run (nice levels). On a machine whose
-#: cores the training job fills (an input-bound loop with 16 intra-op threads), an observer at the
-#: same priority delays a whole parallel region whenever it takes a core; niced, it waits instead.
-OBSERVER_NICE = 10
-
-
-def lower_priority() -> None:
-    """Lower the calling thread's (Linux: per-thread) scheduling priority; never raises."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), OBSERVER_NICE)
-    except (OSError, AttributeError):
-        pass
 
 log = logging.getLogger("gpudoctor.live.session")
 
@@ -143,7 +130,7 @@ class LiveSession:
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         def guarded() -> None:
-            lower_priority()
+            lower_thread_priority()
             try:
                 target()
             except Exception as exc:  # a bug in a collector must not take the session down

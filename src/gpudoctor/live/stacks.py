@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from gpudoctor.live.priority import nice_child
 from gpudoctor.live.samples import StackSample
 
 log = logging.getLogger("gpudoctor.live.stacks")
@@ -204,13 +205,6 @@ def _explain_failure(stderr: str) -> str:
     return f"py-spy failed: {line[:160]}."
 
 
-def _nice_child() -> None:
-    try:
-        os.nice(10)
-    except OSError:
-        pass
-
-
 def record_window(pid: int, window_s: float, rate_hz: int = 50, binary: str | None = None,
                   stop: threading.Event | None = None) -> StackSample:
     """Sample ``pid`` for ``window_s`` seconds without pausing it; raise PySpyUnavailable on failure.
@@ -227,9 +221,9 @@ def record_window(pid: int, window_s: float, rate_hz: int = 50, binary: str | No
            "--output", out_path]
     started = time.monotonic()
     try:
-        # Niced like the session's threads: py-spy must wait for a core, not take one from the job.
+        # Niced like the session's threads (live/priority.py): py-spy waits for a core, never takes one.
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=_nice_child)
+                                preexec_fn=nice_child)
         deadline = started + window_s + 10
         while proc.poll() is None:
             if (stop is not None and stop.wait(0.1)) or time.monotonic() > deadline:
