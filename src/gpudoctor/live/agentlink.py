@@ -40,6 +40,7 @@ class AgentLink:
         self._state = AgentState(status="injecting" if mode == "inject" else "unavailable",
                                  detail="connecting to the agent…")
         self.steps: StepStats | None = None
+        self.last_stats_reply: dict[str, Any] | None = None  # raw reply: recent_step_times_ms, steps_total
         self._profile_label: str | None = None
         self._trace_path: str | None = None
         self._trace_taken = True
@@ -129,6 +130,7 @@ class AgentLink:
             return
         try:
             self.steps = client.stats(window_s=10.0)
+            self.last_stats_reply = getattr(client, "last_stats_reply", None)
             if self._profile_label is not None and not self._profile_label.startswith(("done", "failed", "analysing")):
                 status = client.profile_status()
                 self._profile_label = status.label()

@@ -75,7 +75,7 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
         "process": _process_dict(snap),
         "shm": dataclasses.asdict(snap.shm) if snap.shm else None,
         "stacks": dataclasses.asdict(snap.stacks) if snap.stacks else None,
-        "steps": dataclasses.asdict(snap.steps) if snap.steps else None,
+        "steps": _steps_data(snap),
         "gpus": [dataclasses.asdict(g) for g in snap.gpus],
     }
     return Report(command="attach", inputs=[f"pid {snap.target_pid}"], findings=list(snap.findings),
@@ -88,4 +88,14 @@ def _process_dict(snap: Snapshot) -> dict[str, Any] | None:
         return None
     out = dataclasses.asdict(snap.process)
     out["workers"] = [dataclasses.asdict(w) for w in snap.process.workers]
+    return out
+
+
+def _steps_data(snap: Snapshot) -> dict[str, Any] | None:
+    """The agent's step summary plus ``step_ms``: the raw step times seen during the session, which
+    ``gpudoctor compare`` needs for a noise estimate (docs/recording-format.md)."""
+    if snap.steps is None and not snap.step_samples_ms:
+        return None
+    out: dict[str, Any] = dataclasses.asdict(snap.steps) if snap.steps else {}
+    out.update(source="agent", unit="ms", step_ms=list(snap.step_samples_ms))
     return out

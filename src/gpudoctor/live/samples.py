@@ -170,3 +170,4 @@ class Snapshot:
     notes: tuple[str, ...] = ()                      # one-line hints: "NVML not available: …"
     ranks: tuple[int, ...] = ()                      # pids of sibling ranks watched, when several
     rank_table: tuple[dict, ...] = ()                # per-rank rows for the rank table (many-ranks)
+    step_samples_ms: tuple[float, ...] = ()          # raw step times seen while attached (agent), oldest first

@@ -49,6 +49,8 @@ log = logging.getLogger("gpudoctor.live.session")
 SHM_INTERVAL_S = 5.0
 #: A stack window in which the training thread ran our agent's code more than this share is skipped.
 AGENT_BUSY_PCT = 20.0
+#: Raw step times kept for the report (``steps.step_ms``, what ``compare`` bootstraps); the newest win.
+STEP_SAMPLES_MAX = 2000
 
 
 class LiveSession:
@@ -93,6 +95,9 @@ class LiveSession:
         self._stack_windows = 0
         self._exited_at: float | None = None
         self.first_finding_at: dict[str, float] = {}   # rule code → seconds after start it first showed
+        self._step_samples: deque[float] = deque(maxlen=STEP_SAMPLES_MAX)
+        self._samples_total: int | None = None          # agent's steps_total at the last poll
+        self._profile_was_busy = False
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> LiveSession:
@@ -224,9 +229,36 @@ class LiveSession:
 
     def _agent_loop(self) -> None:
         self._agent.connect()
+        self._keep_step_samples()
         while not self._stop.wait(1.0):
             self._agent.poll()
+            self._keep_step_samples()
             self._merge_profile_findings()
+
+    def _keep_step_samples(self) -> None:
+        """Keep the step times the agent reported since the previous poll (``recent_step_times_ms``,
+        de-duplicated by ``steps_total``). Steps before the first poll, and steps between asking for a
+        profile window and its analysis (profiler overhead, trace export), are left out."""
+        reply = self._agent.last_stats_reply
+        if not isinstance(reply, dict):
+            return
+        total, recent = reply.get("steps_total"), reply.get("recent_step_times_ms")
+        if not isinstance(total, int) or not isinstance(recent, list):
+            return
+        label = self._agent.state().profile_status
+        busy = label is not None and label not in ("idle", "done") and not label.startswith("failed")
+        previous, self._samples_total = self._samples_total, total
+        skip = busy or self._profile_was_busy
+        self._profile_was_busy = busy
+        if previous is None or total <= previous or skip:
+            if skip and previous is not None and total > previous:
+                self._note("step-samples", "step times recorded while a profile window ran are left out of "
+                           "the report's step samples.")
+            return
+        fresh = [float(x) for x in recent[-min(total - previous, len(recent)):]
+                 if isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0]
+        with self._lock:
+            self._step_samples.extend(fresh)
 
     def _eval_loop(self) -> None:
         """One rules evaluation per stack window (or per ``window_s`` without py-spy)."""
@@ -288,8 +320,9 @@ class LiveSession:
 
     # ---- views -----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
+        """The latest state, with the raw step samples (history snapshots leave them out)."""
         with self._lock:
-            return self._snapshot_locked()
+            return dataclasses.replace(self._snapshot_locked(), step_samples_ms=tuple(self._step_samples))
 
     def _snapshot_locked(self) -> Snapshot:
         latest_gpus = self._gpu_hist[-1] if self._gpu_hist else ()
