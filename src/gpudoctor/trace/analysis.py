@@ -19,6 +19,7 @@ from gpudoctor.catalog import Catalog
 from gpudoctor.catalog.engine import evaluate
 from gpudoctor.model import Source
 from gpudoctor.report.model import MetricTable, Report
+from gpudoctor.trace.comm import comm_share_metrics
 from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
 from gpudoctor.trace.metrics import RankMetrics, compute_rank_metrics
 from gpudoctor.trace.reader import RankTrace, read_traces
@@ -88,5 +89,6 @@ def _rank_data(trace: RankTrace, metrics: RankMetrics) -> dict[str, Any]:
         "rank_from": trace.rank_from,
         "device_name": trace.device_name,
         **metrics.values,
+        **comm_share_metrics(trace.events),  # HTA kernel-type breakdown terms (JSON only, no rule reads it)
         "step_ms": [row["step_time_ms"] for row in metrics.step_rows],
     }

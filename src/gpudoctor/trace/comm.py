@@ -1,0 +1,66 @@
+"""Communication share of GPU kernel time, with HTA 0.5.0's kernel-type breakdown definition.
+
+Why this exists: ``comm_pct`` (in :mod:`.metrics`) is communication time over the whole kernel
+timeline, idle gaps included — HTA's temporal-breakdown denominator. Users and HTA's
+``get_gpu_kernel_breakdown`` also speak of the *communication share of GPU kernel time*: the time
+during which communication kernels run, over the time during which any computation,
+communication or memory kernel runs. HTA splits that busy time into exclusive categories
+("COMMUNICATION", "COMPUTATION overlapping COMMUNICATION", …); this module reproduces that split for
+one rank (HTA pools all ranks; run it per rank to compare), over the same device events HTA keeps
+(:func:`~gpudoctor.trace.timeline.hta_device_events`: the last ``ProfilerStep``'s work left out).
+
+What it must not do: read files, know rule thresholds, or import anything heavy.
+"""
+
+from __future__ import annotations
+
+from gpudoctor.model import FactValue
+from gpudoctor.trace import kernels as kn
+from gpudoctor.trace.context import pct
+from gpudoctor.trace.reader import EventTable
+from gpudoctor.trace.timeline import hta_device_events, merge
+
+#: HTA's kernel types in its bit order (``include_memory_kernels=True``); OTHER is left out, as in HTA.
+_TYPES = (kn.COMPUTATION, kn.COMMUNICATION, kn.MEMORY)
+
+
+def kernel_type_time_us(t: EventTable) -> dict[frozenset[str], float]:
+    """Busy GPU time split by which kernel types run at once (HTA's exclusive categories), in µs."""
+    sel = hta_device_events(t)
+    names, name = t.names, t.name
+    edges: list[tuple[float, int]] = []
+    for bit, kind in enumerate(_TYPES):
+        spans = merge((s, e) for i, s, e in zip(sel.index, sel.start, sel.end)
+                      if kn.hta_kernel_type(names[name[i]]) == kind)
+        for s, e in spans:
+            edges.append((s, 1 << bit))
+            edges.append((e, -(1 << bit)))
+    edges.sort(key=lambda edge: edge[0])
+    out: dict[frozenset[str], float] = {}
+    running = 0
+    for (time_us, delta), (next_us, _) in zip(edges, edges[1:]):
+        running += delta
+        if running > 0 and next_us > time_us:
+            key = frozenset(k for bit, k in enumerate(_TYPES) if running & (1 << bit))
+            out[key] = out.get(key, 0.0) + (next_us - time_us)
+    return out
+
+
+def comm_share_metrics(t: EventTable) -> dict[str, FactValue]:
+    """Communication share of busy GPU kernel time, in HTA's kernel-type terms.
+
+    Returns (empty when the trace has no GPU kernels):
+        ``kernel_busy_us``: time during which any computation, communication or memory kernel runs;
+        ``comm_kernel_share_pct``: share of it with a communication kernel running (alone or
+        overlapping: the sum of HTA's categories that name COMMUNICATION);
+        ``comm_only_kernel_share_pct``: share with communication running and nothing else
+        (HTA's plain "COMMUNICATION" row).
+    """
+    split = kernel_type_time_us(t)
+    busy = sum(split.values())
+    if busy <= 0:
+        return {}
+    comm = sum(v for k, v in split.items() if kn.COMMUNICATION in k)
+    only = split.get(frozenset({kn.COMMUNICATION}), 0.0)
+    return {"kernel_busy_us": round(busy, 1), "comm_kernel_share_pct": pct(comm, busy),
+            "comm_only_kernel_share_pct": pct(only, busy)}
