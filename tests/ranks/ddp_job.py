@@ -6,6 +6,8 @@ the all-reduce. Each rank writes one JSON line per step to ``<out>/rank<r>.jsonl
 measured itself: step time, data wait (time in ``next(loader)``), H2D time, collective wait (from a
 DDP communication hook: the span from launching each bucket's all-reduce to its completion, i.e. the
 time this rank's gradients waited for its peers) and compute (the rest of the step), and the main thread's run-queue delay (runnable, waiting for a CPU).
+With ``--comm-timer none`` the job registers no comm hook, so gpudoctor's agent can register its own
+and measure the collective wait itself (the rows then carry ``collective_wait_ms: null``).
 
 What it must not do: import gpudoctor (it plays the user's training process), or fake any number.
 
@@ -130,8 +132,9 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
     net = Net(extra, args.matmul_dim).to(dev)
     net.scratch = net.scratch.to(dev)
     model = DDP(net, device_ids=[dev.index] if dev.type == "cuda" else None)
-    timer = CollectiveTimer()
-    model.register_comm_hook(None, timer.hook)
+    timer = CollectiveTimer() if args.comm_timer == "own" else None
+    if timer is not None:  # DDP takes one comm hook: without this one, gpudoctor's agent registers its own
+        model.register_comm_hook(None, timer.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(SlowReadDataset(BATCH * (args.steps + 1), delay), batch_size=BATCH,
                         num_workers=args.workers)
@@ -162,7 +165,7 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)  # step times of GPU work, not of kernel launches
         t3 = time.perf_counter()
-        coll_ms = timer.take_ms()
+        coll_ms = timer.take_ms() if timer is not None else None
         sched1 = schedstat_ms()
         step_ms = (t3 - t0) * 1000.0
         data_ms, h2d_ms = (t1 - t0) * 1000.0, (t2 - t1) * 1000.0
@@ -170,7 +173,7 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
             "rank": rank, "pid": os.getpid(), "step": step + 1, "t": time.time(),
             "step_ms": step_ms, "data_wait_ms": data_ms, "h2d_ms": h2d_ms,
             "collective_wait_ms": coll_ms,
-            "cpu_ms": sched1[0] - sched0[0], "run_delay_ms": sched1[1] - sched0[1], "compute_ms": max(0.0, step_ms - data_ms - h2d_ms - coll_ms),
+            "cpu_ms": sched1[0] - sched0[0], "run_delay_ms": sched1[1] - sched0[1], "compute_ms": max(0.0, step_ms - data_ms - h2d_ms - (coll_ms or 0.0)),
         }
         out.write(json.dumps(row) + "\n")
         out.flush()
@@ -207,6 +210,9 @@ def main() -> None:
     p.add_argument("--matmul-dim", type=int, default=256, help="size of the square matmuls of the work")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--comm-timer", choices=["own", "none"], default="own",
+                   help="own: time collectives with this job's comm hook (rows get collective_wait_ms); "
+                        "none: leave DDP's comm hook free for gpudoctor's agent (rows get null)")
     p.add_argument("--launcher", choices=["spawn", "env"], default="spawn")
     p.add_argument("--out", required=True)
     args = p.parse_args()

@@ -43,17 +43,18 @@ def kill_tree(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def torchrun_with_agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
-    """torchrun, 2 gloo ranks, rank 1 slowed by its data loading, the agent in both ranks."""
+@contextlib.contextmanager
+def torchrun_job(out: Path, mode: str) -> Iterator[subprocess.Popen]:
+    """torchrun, 2 gloo ranks, rank 1 slowed by ``mode``, the agent in both ranks (as ``gpudoctor run``
+    starts them). The job registers no comm hook of its own, so each rank's agent registers one and
+    measures the collective wait itself."""
     pytest.importorskip("torch")
     if not TORCHRUN.exists():
         pytest.skip("torchrun is not installed next to this Python")
     from gpudoctor.commands.run import agent_env
 
-    out = tmp_path_factory.mktemp("e2e")
     cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", str(DDP_JOB), "--launcher", "env",
-           "--mode", "input", "--steps", "5000", "--out", str(out)]
+           "--mode", mode, "--steps", "5000", "--out", str(out), "--comm-timer", "none"]
     proc = subprocess.Popen(cmd, env=agent_env(dict(os.environ)), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -65,20 +66,48 @@ def torchrun_with_agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
         kill_tree(proc)
 
 
+@pytest.fixture(scope="module")
+def torchrun_with_agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen]:
+    """Rank 1 slowed by its data loading."""
+    with torchrun_job(tmp_path_factory.mktemp("e2e"), "input") as proc:
+        yield proc
+
+
+def poll_until_gd601(monitor: RankMonitor, timeout_s: float = 60.0) -> list:
+    findings: list = []
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        factsets = monitor.evaluate(time.time())
+        findings = evaluate(load_catalog().select(["GD601"], []), factsets, [Source.LIVE]).findings
+        if findings:
+            break
+        time.sleep(1.0)
+    return findings
+
+
+def test_agent_measured_collective_wait_names_a_compute_straggler(tmp_path: Path) -> None:
+    """Extra compute on rank 1: equal step times, but rank 0 waits in the all-reduce (the agent's comm
+    hook measures it), so only the time outside collectives points at rank 1."""
+    with torchrun_job(tmp_path, "compute") as proc:
+        monitor = RankMonitor.for_target(proc.pid, window_s=2.0)
+        assert monitor is not None
+        try:
+            findings = poll_until_gd601(monitor)
+            assert [(f.code, f.location.rank) for f in findings] == [("GD601", 1)], monitor.table
+            assert "(compute)" in findings[0].message
+            rows = {row["rank"]: row for row in monitor.table}
+            assert rows[0]["collective_wait_pct"] > 2 * rows[1]["collective_wait_pct"], rows
+        finally:
+            monitor.close()
+
+
 def test_attach_to_launcher_names_the_input_straggler(torchrun_with_agents: subprocess.Popen) -> None:
     proc = torchrun_with_agents
     monitor = RankMonitor.for_target(proc.pid, window_s=2.0)  # what the live session holds
     assert monitor is not None and [r.rank for r in monitor.group.ranks] == [0, 1]
     assert monitor.group.launcher_pid == proc.pid
     try:
-        findings = []
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            factsets = monitor.evaluate(time.time())
-            findings = evaluate(load_catalog().select(["GD601"], []), factsets, [Source.LIVE]).findings
-            if findings:
-                break
-            time.sleep(1.0)
+        findings = poll_until_gd601(monitor)
         assert [(f.code, f.location.rank) for f in findings] == [("GD601", 1)], monitor.table
         assert "(input)" in findings[0].message
         rows = {row["rank"]: row for row in monitor.table}

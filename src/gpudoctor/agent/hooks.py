@@ -175,6 +175,9 @@ class TorchHooks:
                 self._active = False
                 if _step_target is self:
                     _step_target = None
+                agent = self._agent_ref()
+                if agent is not None:
+                    _quiet(agent.collectives.detach)
             if self._dataloader_cls is not None and self._dataloader_cls.__dict__.get("__next__") is self._dataloader_wrapper:
                 self._dataloader_cls.__next__ = self._dataloader_orig
             self._dataloader_cls = None
@@ -288,6 +291,7 @@ class TorchHooks:
             def probe(module: Any, args: Any) -> None:
                 hooks = hooks_ref()
                 if hooks is not None:
+                    _quiet(hooks._probe_collectives, module)
                     _quiet(hooks._probe_autocast)
 
             self._autocast_handle = torch.nn.modules.module.register_module_forward_pre_hook(probe)
@@ -298,6 +302,11 @@ class TorchHooks:
         handle, self._autocast_handle = self._autocast_handle, None
         if handle is not None:
             _quiet(handle.remove)
+
+    def _probe_collectives(self, module: Any) -> None:
+        agent = self._live_agent()
+        if agent is not None:
+            agent.collectives.consider(module)
 
     def _probe_autocast(self) -> None:
         agent = self._live_agent()

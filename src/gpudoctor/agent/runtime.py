@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor.agent import hooks
+from gpudoctor.agent.collectives import CollectiveTimer
 from gpudoctor.agent.paths import ensure_private_dir, socket_name
 from gpudoctor.agent.profiling import MAX_STEPS, ProfileWindow
 from gpudoctor.agent.server import AgentServer
@@ -63,6 +64,7 @@ class Agent:
         self.cuda_device: int | None = None
         self.profile = ProfileWindow(directory)
         self.detaching = False
+        self.collectives = CollectiveTimer()
         self.torch_hooks = hooks.TorchHooks(self)
         self.server = AgentServer(directory / socket_name(self.pid), self.handle, self.tick)
 
@@ -81,6 +83,7 @@ class Agent:
         self.last_step_t = t
         self.data_wait_acc_s = 0.0
         self.steps_total += 1
+        self.collectives.on_step()
         if self.steps_total % SAMPLE_EVERY_STEPS == 1:
             self.torch_hooks.sample_settings_and_memory()
         if self.steps_total % AUTOCAST_SAMPLE_EVERY_STEPS == 1:
@@ -154,9 +157,19 @@ class Agent:
         if flags >= 0:
             out.update(tf32_matmul=bool(flags & 1), tf32_cudnn=bool(flags & 2), cudnn_benchmark=bool(flags & 4))
         out.update(self.autocast_seen)
+        out.update(self._collective_wait(window_s))
         out.update(self.torch_hooks.compile_counters())
         out.update(self.torch_hooks.cuda_memory())
         out["mem_allocated_trend_mib_per_100_steps"] = _trend_mib_per_100_steps(self.mem_history())
+        return out
+
+    def _collective_wait(self, window_s: float) -> dict[str, Any]:
+        """Median exposed all-reduce wait per step (ms) over the window, with how it was measured."""
+        waits = sorted(self.collectives.waits_since(time.perf_counter() - window_s))
+        out: dict[str, Any] = {"collective_timing": self.collectives.status}
+        if waits:
+            out["collective_wait_ms_per_step"] = _quantile(waits, 0.5)
+            out["collective_wait_steps"] = len(waits)
         return out
 
     def step_history(self) -> list[tuple[float, float, float]]:
