@@ -48,6 +48,9 @@ def make_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--profile-dir", type=Path, default=None,
                         help="write a torch.profiler trace of a few steps here (one file per rank)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wait-for-go", action="store_true",
+                        help="read one line from stdin before touching the device (the validation starts the "
+                             "next example while the current one is timed, and lets it go afterwards)")
     return parser
 
 
@@ -58,6 +61,41 @@ def pick_device(choice: str) -> torch.device:
     if choice == "auto":
         choice = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(choice)
+
+
+def healthy_cuda_defaults(device: torch.device, *, tf32: bool = True, cudnn_benchmark: bool = True) -> None:
+    """Set what a well-tuned CUDA job sets, so that each example shows only its planted problem.
+
+    TF32 for whatever still runs in fp32, and the cuDNN autotuner (input shapes are fixed). An
+    example whose problem is one of these passes it as False. Does nothing on the CPU.
+    """
+    if device.type != "cuda":
+        return
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = cudnn_benchmark
+
+
+def bf16_autocast(device: torch.device, enabled: bool = True) -> contextlib.AbstractContextManager[Any]:
+    """bf16 autocast on CUDA (tensor cores), a null context on the CPU or when not ``enabled``.
+
+    A fresh context per call: use it as ``with bf16_autocast(device):`` inside the step.
+    """
+    if enabled and device.type == "cuda":
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def channels_last(module: nn.Module, device: torch.device) -> nn.Module:
+    """A conv net in NHWC on CUDA (what tensor-core convolutions want); unchanged on the CPU."""
+    if device.type == "cuda":
+        module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # documented; not in the stubs
+    return module
+
+
+def nhwc(images: torch.Tensor) -> torch.Tensor:
+    """A 4-d image batch in channels_last on CUDA (matches :func:`channels_last`); unchanged on the CPU."""
+    return images.contiguous(memory_format=torch.channels_last) if images.is_cuda else images
 
 
 def synchronize(device: torch.device) -> None:
@@ -241,6 +279,8 @@ def parse_result_line(text: str) -> dict[str, str] | None:
 def setup(args: argparse.Namespace, name: str) -> torch.device:
     """Seed, pick the device and remember the example's name (for trace file names)."""
     args.example_name = name
+    if getattr(args, "wait_for_go", False):
+        sys.stdin.readline()  # held after the imports, before any device work
     torch.manual_seed(args.seed)
     device = pick_device(args.device)
     if device.type == "cpu":

@@ -13,7 +13,7 @@ Fix (``--fix``)::
 from __future__ import annotations
 
 import torch
-from _common import SmallConvNet, make_parser, report, run_steps, setup
+from _common import SmallConvNet, healthy_cuda_defaults, make_parser, report, run_steps, setup
 from torch import nn
 
 
@@ -23,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
     device = setup(args, "channels_last_missing")
     on_cuda = device.type == "cuda"
-    torch.backends.cudnn.benchmark = True
+    healthy_cuda_defaults(device)
     batch, side, width = (args.batch_size or 128, 64, 64) if on_cuda else (args.batch_size or 8, 32, 16)
     fmt = torch.channels_last if args.fix else torch.contiguous_format
     model = SmallConvNet(width=width, blocks=3).to(device)

@@ -17,7 +17,16 @@ would have: GD208 expected).
 from __future__ import annotations
 
 import torch
-from _common import make_parser, report, run_steps, setup
+from _common import (
+    bf16_autocast,
+    channels_last,
+    healthy_cuda_defaults,
+    make_parser,
+    nhwc,
+    report,
+    run_steps,
+    setup,
+)
 from torch import nn
 
 
@@ -37,22 +46,24 @@ def main() -> None:
     args = parser.parse_args()
     device = setup(args, "cudnn_benchmark_off")
     on_cuda = device.type == "cuda"
+    healthy_cuda_defaults(device, cudnn_benchmark=False)  # everything else healthy; the autotuner is the problem
     if args.fix:
         # gpudoctor-fix: begin
         torch.backends.cudnn.benchmark = True
         # gpudoctor-fix: end
         pass
     batch, side, width = (args.batch_size or 128, 64, 64) if on_cuda else (args.batch_size or 8, 32, 16)
-    model = conv_net(width).to(device)
+    model = channels_last(conv_net(width).to(device), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    pool = [(torch.randn(batch, 3, side, side, device=device), torch.randint(0, 10, (batch,), device=device))
+    pool = [(nhwc(torch.randn(batch, 3, side, side, device=device)), torch.randint(0, 10, (batch,), device=device))
             for _ in range(4)]
 
     def step(i: int) -> None:
         x, y = pool[i % len(pool)]
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with bf16_autocast(device):
+            loss = loss_fn(model(x), y)
         loss.backward()
         optimizer.step()
 

@@ -29,7 +29,16 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from _common import MLP, RunResult, pick_device, report, run_steps, setup
+from _common import (
+    MLP,
+    RunResult,
+    bf16_autocast,
+    healthy_cuda_defaults,
+    pick_device,
+    report,
+    run_steps,
+    setup,
+)
 from _common import make_parser as common_parser
 from torch import nn
 
@@ -49,6 +58,7 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, results: Any) -> 
     if on_cuda:
         device = torch.device("cuda", rank % gpus)
         torch.cuda.set_device(device)
+        healthy_cuda_defaults(device)
     else:
         torch.set_num_threads(1)
     dist.init_process_group(backend, rank=rank, world_size=args.world_size)
@@ -66,7 +76,8 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, results: Any) -> 
     def step(i: int) -> None:
         x, y = pool[i % len(pool)]
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(ddp(x), y)
+        with bf16_autocast(device):
+            loss = loss_fn(ddp(x), y)
         loss.backward()
         optimizer.step()
 

@@ -17,7 +17,7 @@ compile); pass ``--backend inductor`` to compile for real.
 from __future__ import annotations
 
 import torch
-from _common import make_parser, report, run_steps, setup
+from _common import bf16_autocast, healthy_cuda_defaults, make_parser, report, run_steps, setup
 from torch import nn
 
 
@@ -58,6 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     device = setup(args, "graph_breaks")
     on_cuda = device.type == "cuda"
+    healthy_cuda_defaults(device)
     backend = args.backend or ("inductor" if on_cuda else "eager")
     batch, features, hidden = (args.batch_size or 1024, 512, 1024) if on_cuda else (args.batch_size or 64, 128, 256)
     model = BreakyMLP(features, hidden, args.fix).to(device)
@@ -70,7 +71,8 @@ def main() -> None:
     def step(i: int) -> None:
         x, y = pool[i % len(pool)]
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(compiled(x), y)
+        with bf16_autocast(device):
+            loss = loss_fn(compiled(x), y)
         loss.backward()
         optimizer.step()
 

@@ -11,12 +11,17 @@ clip with ``torch.nn.utils.clip_grad_norm_`` (one fused norm, no ``.item()``)::
     running += loss.detach()                  # no sync
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     if step % 100 == 0: print(running.item() / 100)
+
+Sizing (CUDA): batch 8192 through eight 2048-wide bf16 layers is a few ms of GPU work per step,
+about as long as the host needs to launch it, so the fixed job keeps the GPU busy (the first H200
+run used batch 512 / width 1024: fixed, it was still host-bound and the GPU idled), while the
+unfixed one idles the GPU for every round trip.
 """
 
 from __future__ import annotations
 
 import torch
-from _common import MLP, make_parser, report, run_steps, setup
+from _common import MLP, bf16_autocast, healthy_cuda_defaults, make_parser, report, run_steps, setup
 from torch import nn
 
 
@@ -27,7 +32,8 @@ def main() -> None:
     args = parser.parse_args()
     device = setup(args, "host_sync")
     on_cuda = device.type == "cuda"
-    batch, features, hidden, layers = (args.batch_size or 512, 512, 1024, 8) if on_cuda else \
+    healthy_cuda_defaults(device)
+    batch, features, hidden, layers = (args.batch_size or 8192, 512, 2048, 8) if on_cuda else \
         (args.batch_size or 64, 128, 256, 4)
     model = MLP(features, hidden, layers).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
@@ -42,7 +48,8 @@ def main() -> None:
         nonlocal running
         x, y = pool[i % len(pool)]
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with bf16_autocast(device):
+            loss = loss_fn(model(x), y)
         loss.backward()
         if args.fix:
             torch.nn.utils.clip_grad_norm_(params, 1.0)

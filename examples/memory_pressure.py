@@ -21,7 +21,7 @@ import os
 import random
 
 import torch
-from _common import MLP, make_parser, report, run_steps, setup
+from _common import MLP, bf16_autocast, healthy_cuda_defaults, make_parser, report, run_steps, setup
 from torch import nn
 
 
@@ -49,6 +49,7 @@ def main() -> None:
         os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     device = setup(args, "memory_pressure")
     on_cuda = device.type == "cuda"
+    healthy_cuda_defaults(device)
     features, hidden, max_batch = (2048, 8192, 8192) if on_cuda else (128, 256, 256)
     model = MLP(features, hidden, 4).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=on_cuda, foreach=None if on_cuda else True)
@@ -59,7 +60,8 @@ def main() -> None:
         x = torch.randn(batch, features, device=device)
         y = torch.randint(0, 10, (batch,), device=device)
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with bf16_autocast(device):
+            loss = loss_fn(model(x), y)
         loss.backward()
         optimizer.step()
 

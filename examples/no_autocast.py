@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
-from _common import MLP, make_parser, report, run_steps, setup
+from _common import MLP, healthy_cuda_defaults, make_parser, report, run_steps, setup
 from torch import nn
 
 
@@ -28,9 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     device = setup(args, "no_autocast")
     on_cuda = device.type == "cuda"
-    if on_cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 on: the remaining problem is fp32 itself
-        torch.backends.cudnn.allow_tf32 = True
+    healthy_cuda_defaults(device)  # TF32 on: the remaining problem is fp32 itself
     batch, features, hidden, layers = (args.batch_size or 4096, 1024, 4096, 6) if on_cuda else \
         (args.batch_size or 64, 256, 512, 3)
     model = MLP(features, hidden, layers).to(device)

@@ -16,7 +16,17 @@ On CPU there is no copy: the script runs, but the fix cannot change anything.
 from __future__ import annotations
 
 import torch
-from _common import SmallConvNet, make_parser, report, run_steps, setup
+from _common import (
+    SmallConvNet,
+    bf16_autocast,
+    channels_last,
+    healthy_cuda_defaults,
+    make_parser,
+    nhwc,
+    report,
+    run_steps,
+    setup,
+)
 from torch import nn
 
 
@@ -26,20 +36,22 @@ def main() -> None:
     args = parser.parse_args()
     device = setup(args, "pageable_memcpy")
     on_cuda = device.type == "cuda"
+    healthy_cuda_defaults(device)
     batch, side, width = (args.batch_size or 256, 128, 16) if on_cuda else (args.batch_size or 16, 32, 8)
     host_batches = [(torch.randn(batch, 3, side, side), torch.randint(0, 10, (batch,))) for _ in range(4)]
     if args.fix and on_cuda:
         host_batches = [(x.pin_memory(), y.pin_memory()) for x, y in host_batches]
-    model = SmallConvNet(width=width, blocks=2).to(device)
+    model = channels_last(SmallConvNet(width=width, blocks=2).to(device), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
     def step(i: int) -> None:
         x, y = host_batches[i % len(host_batches)]
-        x = x.to(device, non_blocking=args.fix)
+        x = nhwc(x.to(device, non_blocking=args.fix))
         y = y.to(device, non_blocking=args.fix)
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with bf16_autocast(device):
+            loss = loss_fn(model(x), y)
         loss.backward()
         optimizer.step()
 

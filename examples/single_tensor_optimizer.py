@@ -13,7 +13,7 @@ Fix (``--fix``): the fused CUDA implementation (one kernel for all parameters), 
 from __future__ import annotations
 
 import torch
-from _common import make_parser, report, run_steps, setup
+from _common import bf16_autocast, healthy_cuda_defaults, make_parser, report, run_steps, setup
 from torch import nn
 
 
@@ -23,6 +23,7 @@ def main() -> None:
     args = parser.parse_args()
     device = setup(args, "single_tensor_optimizer")
     on_cuda = device.type == "cuda"
+    healthy_cuda_defaults(device)
     batch, width, depth = (args.batch_size or 256, 256, 96) if on_cuda else (args.batch_size or 32, 64, 48)
     layers: list[nn.Module] = []
     for _ in range(depth):
@@ -40,7 +41,8 @@ def main() -> None:
     def step(i: int) -> None:
         x, y = pool[i % len(pool)]
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with bf16_autocast(device):
+            loss = loss_fn(model(x), y)
         loss.backward()
         optimizer.step()
 

@@ -24,7 +24,19 @@ import subprocess
 import sys
 
 import torch
-from _common import SmallConvNet, SyntheticImages, forever, make_parser, report, run_steps, setup
+from _common import (
+    SmallConvNet,
+    SyntheticImages,
+    bf16_autocast,
+    channels_last,
+    forever,
+    healthy_cuda_defaults,
+    make_parser,
+    nhwc,
+    report,
+    run_steps,
+    setup,
+)
 from torch import nn
 
 _MARK = "GPUDOCTOR_EXAMPLE_SMALL_SHM"
@@ -65,23 +77,25 @@ def main() -> None:
         _reexec_with_small_shm(args.shm_mib)
     device = setup(args, "small_shm")
     on_cuda = device.type == "cuda"
+    healthy_cuda_defaults(device)
     batch = args.batch_size or 16
     side = 128
     dataset = SyntheticImages(length=batch * 40, shape=(3, side, side), classes=10, cpu_ms_per_sample=0.2)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, drop_last=True,
                                          num_workers=args.workers, pin_memory=on_cuda,
                                          persistent_workers=True, prefetch_factor=2)
-    model = nn.Sequential(nn.AvgPool2d(4), SmallConvNet(width=16, blocks=2)).to(device)  # cheap: the loader is the point
+    model = channels_last(nn.Sequential(nn.AvgPool2d(4), SmallConvNet(width=16, blocks=2)).to(device), device)  # cheap: the loader is the point
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     batches = forever(loader)
 
     def step(_: int) -> None:
         images, labels = next(batches)
-        images = images.to(device, non_blocking=True)
+        images = nhwc(images.to(device, non_blocking=True))
         labels = labels.to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(images), labels)
+        with bf16_autocast(device):
+            loss = loss_fn(model(images), labels)
         loss.backward()
         optimizer.step()
 

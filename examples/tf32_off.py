@@ -16,7 +16,7 @@ expected, not a false positive. On CPU TF32 does not exist: the fix changes noth
 from __future__ import annotations
 
 import torch
-from _common import MLP, make_parser, report, run_steps, setup
+from _common import MLP, healthy_cuda_defaults, make_parser, report, run_steps, setup
 from torch import nn
 
 
@@ -26,7 +26,8 @@ def main() -> None:
     args = parser.parse_args()
     device = setup(args, "tf32_off")
     on_cuda = device.type == "cuda"
-    torch.backends.cuda.matmul.allow_tf32 = args.fix
+    healthy_cuda_defaults(device, tf32=args.fix)
+    torch.backends.cuda.matmul.allow_tf32 = args.fix  # the planted problem (also on the CPU, where it is moot)
     torch.backends.cudnn.allow_tf32 = args.fix
     batch, features, hidden, layers = (args.batch_size or 4096, 1024, 4096, 6) if on_cuda else \
         (args.batch_size or 64, 256, 512, 3)
