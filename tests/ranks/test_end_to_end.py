@@ -44,10 +44,10 @@ def kill_tree(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def torchrun_job(out: Path, mode: str) -> Iterator[subprocess.Popen]:
-    """torchrun, 2 gloo ranks, rank 1 slowed by ``mode``, the agent in both ranks (as ``gpudoctor run``
-    starts them). The job registers no comm hook of its own, so each rank's agent registers one and
-    measures the collective wait itself."""
+def torchrun_job(out: Path, mode: str, with_agents: bool = True) -> Iterator[subprocess.Popen]:
+    """torchrun, 2 gloo ranks, rank 1 slowed by ``mode``; with the agent in both ranks (as ``gpudoctor
+    run`` starts them) or none (``attach`` injects them). The job registers no comm hook of its own, so
+    each rank's agent registers one and measures the collective wait itself."""
     pytest.importorskip("torch")
     if not TORCHRUN.exists():
         pytest.skip("torchrun is not installed next to this Python")
@@ -55,7 +55,8 @@ def torchrun_job(out: Path, mode: str) -> Iterator[subprocess.Popen]:
 
     cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", str(DDP_JOB), "--launcher", "env",
            "--mode", mode, "--steps", "5000", "--out", str(out), "--comm-timer", "none"]
-    proc = subprocess.Popen(cmd, env=agent_env(dict(os.environ)), start_new_session=True,
+    env = agent_env(dict(os.environ)) if with_agents else dict(os.environ)
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 180  # torch start-up on a loaded 2-core machine can be slow
@@ -85,20 +86,30 @@ def poll_until_gd601(monitor: RankMonitor, timeout_s: float = 60.0) -> list:
     return findings
 
 
-def test_agent_measured_collective_wait_names_a_compute_straggler(tmp_path: Path) -> None:
-    """Extra compute on rank 1: equal step times, but rank 0 waits in the all-reduce (the agent's comm
-    hook measures it), so only the time outside collectives points at rank 1."""
-    with torchrun_job(tmp_path, "compute") as proc:
-        monitor = RankMonitor.for_target(proc.pid, window_s=2.0)
-        assert monitor is not None
-        try:
-            findings = poll_until_gd601(monitor)
-            assert [(f.code, f.location.rank) for f in findings] == [("GD601", 1)], monitor.table
-            assert "(compute)" in findings[0].message
-            rows = {row["rank"]: row for row in monitor.table}
-            assert rows[0]["collective_wait_pct"] > 2 * rows[1]["collective_wait_pct"], rows
-        finally:
-            monitor.close()
+def test_attach_to_a_plain_torchrun_injects_every_rank_and_names_the_compute_straggler(tmp_path: Path) -> None:
+    """A job started without gpudoctor: ``attach <torchrun pid> --profile 3`` injects an agent into each
+    rank (not the launcher), the agents' comm hooks measure the collective wait — rank 0 waits for rank 1,
+    which has extra compute — so GD601 names rank 1, cause compute; the profile window on both ranks is
+    analysed as a set; the agents are detached at the end and the job runs on."""
+    with torchrun_job(tmp_path, "compute", with_agents=False) as proc:
+        gpudoctor = Path(sys.executable).parent / "gpudoctor"
+        out = subprocess.run([str(gpudoctor), "attach", str(proc.pid), "--duration", "20", "--window", "2",
+                              "--profile", "3", "--no-stacks", "--format", "json", "--select", "GD601,GD610"],
+                             capture_output=True, text=True, timeout=150)
+        report = json.loads(out.stdout)
+        live = [f for f in report["findings"] if f["location"].get("pid")]
+        assert [(f["code"], f["location"]["rank"]) for f in live] == [("GD601", 1)], report["findings"]
+        assert "(compute)" in live[0]["message"]
+        rows = {row["rank"]: row for t in report["tables"] if t.get("key") == "ranks" for row in t["rows"]}
+        assert rows[0]["collective_wait_pct"] > 2 * rows[1]["collective_wait_pct"], rows
+        assert "launches the job's ranks" in report["agent"]["detail"]
+        profile = report["rank_profile"]
+        assert profile["status"].startswith("analysed 2"), profile
+        waits = {r["rank"]: r["collective_wait_ms_p50"] for r in profile["ranks"]}
+        assert waits[0] > waits[1], profile              # the trace tells the same story
+        assert proc.poll() is None, "attaching must leave the job running"
+        from gpudoctor.agent.client import find_agent
+        assert all(find_agent(int(r["pid"])) is None for r in rows.values()), "injected agents must be detached"
 
 
 def test_attach_to_launcher_names_the_input_straggler(torchrun_with_agents: subprocess.Popen) -> None:

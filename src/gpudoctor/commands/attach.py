@@ -150,14 +150,18 @@ def _watch(session: LiveSession, duration_s: float, profile_steps: int) -> None:
     deadline = time.monotonic() + duration_s
     if profile_steps:
         # The agent connects in the background; give it a moment before asking.
-        session.wait_until(lambda s: s.agent.status in ("connected", "unavailable", "lost"), min(10.0, duration_s))
+        session.wait_until(lambda s: session.agents_settled(), min(15.0, duration_s))
         message = session.profile(profile_steps)
         print(f"gpudoctor: {message}", file=sys.stderr)
     while time.monotonic() < deadline and session.target_alive:
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
     if profile_steps:  # let a profile that is nearly done finish and be analysed
-        session.wait_until(lambda s: s.agent.profile_status in (None, "done", "failed")
-                           or (s.agent.profile_status or "").startswith("failed"), 10.0)
+        session.wait_until(lambda s: _profile_over(s.agent.profile_status) and (
+            s.rank_profile_status is None or s.rank_profile_status.startswith(("analysed", "failed"))), 30.0)
+
+
+def _profile_over(label: str | None) -> bool:
+    return label in (None, "done", "failed", "idle") or (label or "").startswith("failed")
 
 
 def _start_exporter(session: LiveSession, args: argparse.Namespace) -> Any:

@@ -50,6 +50,11 @@ class AgentLink:
             self._state = AgentState(status="unavailable",
                                      detail="the agent is off (--no-agent): no step timings or CUDA memory stats.")
 
+    def disable(self, detail: str) -> None:
+        """Use no agent in this process (e.g. a launcher whose ranks hold the agents); ``detail`` says why."""
+        self.mode, self._want_inject = "off", False
+        self._set(AgentState(status="unavailable", detail=detail))
+
     def connect(self) -> None:
         """Find a running agent, else inject one (when allowed). Sets the state either way."""
         if self.mode == "off":

@@ -6,8 +6,10 @@ rank (``gpudoctor run`` puts one in every rank) plus ``/proc/<pid>/schedstat``;
 :class:`RankMonitor` adds the straggler tracker and hands the session fact sets (scopes ``rank``
 and ``ranks``, for GD601 and GD610) and the rows of ``Snapshot.rank_table``.
 
-What it must not do: inject into ranks, signal them, or raise into the session — a rank that
-cannot be read is reported without step facts, a rank that exited as ``alive=False``.
+What it must not do: signal ranks or raise into the session — a rank that cannot be read is reported
+without step facts, a rank that exited as ``alive=False``. It injects an agent into a rank only when
+asked (:meth:`RankWatch.start_injection`, which ``attach`` uses unless ``--no-agent``/``--once``), and
+detaches those agents again on close.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ class RankWatch:
 
     The session owns one per attached job (when the group has more than one rank) and calls
     :meth:`poll` once per evaluation window; the result feeds
-    :meth:`gpudoctor.live.stragglers.StragglerTracker.update`. Only agents that already run in the
-    ranks are used (``gpudoctor run``, or an earlier attach); this never injects and never raises.
+    :meth:`gpudoctor.live.stragglers.StragglerTracker.update`. Uses the agents that already run in the
+    ranks, and those :meth:`start_injection` started; never raises.
     """
 
     def __init__(self, group: RankGroup, window_s: float = 5.0, client_module: Any = None) -> None:
@@ -62,16 +64,48 @@ class RankWatch:
         self._clients: dict[int, Any] = {}
         self._delay: dict[int, tuple[float, float]] = {}  # pid → (CPU ms, run delay ms) at last poll
         self._mod = client_module
+        self._injected: set[int] = set()                 # agents we started: detached on close
+        self._closing = threading.Event()
+        self.inject_errors: dict[int, str] = {}          # rank → why its agent could not be started
+
+    def start_injection(self) -> None:
+        """Start an agent in every rank that has none, one rank after the other, in the background
+        (what ``attach`` does for its target, here for each rank; ``gpudoctor run`` needs none)."""
+        threading.Thread(target=self._inject_all, name="gpudoctor-rank-inject", daemon=True).start()
+
+    def _inject_all(self) -> None:
+        self._load_client_module()
+        for i, rp in enumerate(self.group.ranks):
+            if self._closing.is_set():
+                return
+            if not psutil.pid_exists(rp.pid) or self._client(rp.pid) is not None:
+                continue
+            rank = rp.rank if rp.rank is not None else i
+            try:
+                result = self._mod.inject(rp.pid) if self._mod is not None else None
+            except Exception as exc:
+                self.inject_errors[rank] = str(exc)
+                continue
+            if result is None or not result.ok:
+                self.inject_errors[rank] = getattr(result, "reason", None) or "injection failed."
+                continue
+            if self._closing.is_set():                   # closed while injecting: take it out again
+                _quiet_detach(result.client)
+                return
+            self._clients[rp.pid] = result.client
+            if result.method != "already-running":
+                self._injected.add(rp.pid)
+
+    def client_for(self, pid: int) -> Any:
+        """The connection to ``pid``'s agent (cached), or None when it has none."""
+        return self._client(pid)
 
     def _client(self, pid: int) -> Any:
         if pid in self._clients:
             return self._clients[pid]
+        self._load_client_module()
         if self._mod is None:
-            try:
-                from gpudoctor.agent import client as mod
-            except ImportError:
-                return None
-            self._mod = mod
+            return None
         try:
             client = self._mod.find_agent(pid, timeout_s=0.5)
         except Exception:
@@ -79,6 +113,14 @@ class RankWatch:
         if client is not None:
             self._clients[pid] = client
         return client
+
+    def _load_client_module(self) -> None:
+        if self._mod is None:
+            try:
+                from gpudoctor.agent import client as mod
+            except ImportError:
+                return
+            self._mod = mod
 
     def _run_delay_pct(self, pid: int) -> float | None:
         """Share of runnable time spent waiting for a CPU since the last poll."""
@@ -131,13 +173,24 @@ class RankWatch:
         return out
 
     def close(self) -> None:
-        """Close the connections (the agents stay in the ranks: they were there before us)."""
-        for client in self._clients.values():
+        """Close the connections; agents we injected are detached, those that were there stay."""
+        self._closing.set()
+        for pid, client in list(self._clients.items()):
+            if pid in self._injected:
+                _quiet_detach(client)
             try:
                 client.close()
             except Exception:
                 pass
         self._clients.clear()
+        self._injected.clear()
+
+
+def _quiet_detach(client: Any) -> None:
+    try:
+        client.detach()
+    except Exception:
+        pass
 
 
 #: Clock-event reasons that slow a GPU down (not idle or application clocks).
@@ -205,6 +258,12 @@ class RankMonitor:
         with self._lock:
             self.last = report
         return rank_factsets(report)
+
+    def agents_settled(self) -> bool:
+        """True once every live rank has an agent or a reason why it has none."""
+        watch = self.watch
+        return all(rp.pid in watch._clients or (rp.rank if rp.rank is not None else i) in watch.inject_errors
+                   or not psutil.pid_exists(rp.pid) for i, rp in enumerate(self.group.ranks))
 
     def close(self) -> None:
         self.watch.close()

@@ -61,6 +61,11 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
         rows = [{c: _r(r.get(c), 2 if c == "straggler_score" else 1) if isinstance(r.get(c), float) else r.get(c)
                  for c in cols} for r in snap.rank_table]
         tables.append(MetricTable("Ranks", cols, rows, key="ranks"))
+    if snap.rank_profile:  # one profile window on every rank, analysed as a set (HTA's figures)
+        cols = ["rank", "step_count", "step_time_p50_ms", "idle_pct", "comm_pct", "overlap_pct",
+                "comm_kernel_share_pct", "collective_wait_ms_p50", "outside_collective_ms_p50"]
+        rows = [{c: _r(r.get(c)) if isinstance(r.get(c), float) else r.get(c) for c in cols} for r in snap.rank_profile]
+        tables.append(MetricTable("Profile window, every rank", cols, rows, key="rank_profile"))
     notes = list(snap.notes)
     notes.append(f"agent: {snap.agent.status}" + (f" — {snap.agent.detail}" if snap.agent.detail else ""))
     if snap.shm is not None and snap.shm.total_mib is not None:
@@ -77,6 +82,8 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
         "stacks": dataclasses.asdict(snap.stacks) if snap.stacks else None,
         "steps": _steps_data(snap),
         "gpus": [dataclasses.asdict(g) for g in snap.gpus],
+        "rank_profile": ({"status": snap.rank_profile_status, "ranks": list(snap.rank_profile)}
+                         if snap.rank_profile_status else None),
     }
     return Report(command="attach", inputs=[f"pid {snap.target_pid}"], findings=list(snap.findings),
                   not_evaluated=list(snap.not_evaluated), tables=tables, notes=notes, data=data,

@@ -171,3 +171,5 @@ class Snapshot:
     ranks: tuple[int, ...] = ()                      # pids of sibling ranks watched, when several
     rank_table: tuple[dict, ...] = ()                # per-rank rows for the rank table (many-ranks)
     step_samples_ms: tuple[float, ...] = ()          # raw step times seen while attached (agent), oldest first
+    rank_profile_status: str | None = None           # all-ranks profile window: "rank 0: done, rank 1: …"
+    rank_profile: tuple[dict, ...] = ()              # per-rank overlap/communication rows of its analysis

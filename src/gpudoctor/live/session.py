@@ -32,6 +32,7 @@ from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
 from gpudoctor.live.priority import lower_thread_priority
 from gpudoctor.live.process import ProcessCollector
+from gpudoctor.live.rankprofile import RankProfile, rank_profile_rows
 from gpudoctor.live.rankwatch import RankMonitor
 from gpudoctor.live.samples import (
     AgentState,
@@ -77,6 +78,8 @@ class LiveSession:
         self._nvml = nvml if nvml is not None else NvmlCollector()
         self._proc_collector = ProcessCollector(pid)
         self._ranks: RankMonitor | None = None  # several local ranks: per-rank facts (GD601/GD610)
+        self._rank_profile: RankProfile | None = None   # one profile window on every rank at once
+        self._rank_profile_rows: tuple[dict[str, Any], ...] = ()
         self._shm_collector = ShmCollector(pid)
         self._use_stacks = use_stacks
         self._agent = AgentLink(pid, agent)
@@ -106,6 +109,13 @@ class LiveSession:
         except NvmlUnavailable as exc:
             self._note("nvml", str(exc))
         self._ranks = RankMonitor.for_target(self.pid, self.window_s, self.options)
+        if self._ranks is not None:
+            self._rank_profile = RankProfile(self._ranks.watch)
+            if self._agent.mode == "inject":
+                self._ranks.watch.start_injection()
+            if self.pid not in self._ranks.pids:
+                self._agent.disable("the target launches the job's ranks: the agents run in the ranks "
+                                    "(see the rank table), not in the launcher.")
         self._spawn("gpudoctor-poll", self._poll_loop)
         self._spawn("gpudoctor-agent", self._agent_loop)
         if self._use_stacks:
@@ -304,10 +314,33 @@ class LiveSession:
 
     # ---- profile ---------------------------------------------------------------------------
     def profile(self, steps: int) -> str:
-        """Ask the agent for a ``steps``-step torch.profiler window; returns one status sentence."""
+        """Ask for a ``steps``-step torch.profiler window — on every rank at once when the job has
+        several — and return one status sentence."""
+        if self._rank_profile is not None:
+            return self._rank_profile.request(steps)
         return self._agent.request_profile(steps)
 
+    def agents_settled(self) -> bool:
+        """True once the target's agent, and every rank's, is connected or known to be unavailable."""
+        if self._ranks is not None and not self._ranks.agents_settled():
+            return False
+        return self._agent.settled
+
+    def _merge_rank_profile(self) -> None:
+        paths = self._rank_profile.poll() if self._rank_profile is not None else None
+        if not paths:
+            return
+        findings, note, report = analyze_trace_set(paths, self.catalog, self.options)
+        if self._rank_profile is not None:
+            self._rank_profile.outcome = (f"analysed {len(paths)} rank traces" if report is not None
+                                          else "failed: " + note)
+        with self._lock:
+            self._profile_findings = findings
+            self._rank_profile_rows = rank_profile_rows(report)
+            self._notes["profile"] = note
+
     def _merge_profile_findings(self) -> None:
+        self._merge_rank_profile()
         trace = self._agent.take_finished_trace()
         if trace is None:
             return
@@ -334,6 +367,8 @@ class LiveSession:
             not_evaluated=tuple(self._not_evaluated), notes=tuple(self._notes.values()),
             ranks=self._ranks.pids if self._ranks is not None else (),
             rank_table=self._ranks.table if self._ranks is not None else (),
+            rank_profile_status=self._rank_profile.label() if self._rank_profile and self._rank_profile.statuses else None,
+            rank_profile=self._rank_profile_rows,
         )
 
     def history(self) -> list[Snapshot]:
@@ -365,6 +400,21 @@ class LiveSession:
         return False
 
 
+def analyze_trace_set(paths: list[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]]
+                      ) -> tuple[list[Finding], str, Any]:
+    """Findings of one profile window's rank traces analysed as a set; (findings, note, report)."""
+    try:
+        from gpudoctor.trace.analysis import analyze_paths
+    except ImportError:
+        return [], f"profile traces written ({', '.join(paths)}); trace analysis is not available in this build.", None
+    try:
+        report = analyze_paths(paths, catalog=catalog, options=options)
+    except Exception as exc:  # a trace we cannot read must not end the session
+        return [], f"could not analyse the ranks' profile traces: {exc}", None
+    return (list(report.findings), f"profile traces of {len(paths)} ranks analysed ({len(report.findings)} findings): "
+            + ", ".join(paths), report)
+
+
 def analyze_trace(path: str, catalog: Catalog, options: Mapping[str, Mapping[str, Any]]
                   ) -> tuple[list[Finding], str | None]:
     """Findings of a profiler trace via the trace analyzer; (findings, one-line note)."""
@@ -382,4 +432,4 @@ def analyze_trace(path: str, catalog: Catalog, options: Mapping[str, Mapping[str
     return findings, f"profile trace analysed: {path} ({len(findings)} findings)."
 
 
-__all__ = ["AgentState", "LiveSession", "analyze_trace"]
+__all__ = ["AgentState", "LiveSession", "analyze_trace", "analyze_trace_set"]
