@@ -265,7 +265,14 @@ def train(args: argparse.Namespace) -> None:
         with amp:
             loss = F.cross_entropy(model(x).float().view(-1, vocab), y.view(-1))
         loss.backward()
-        opt.step()
+        try:
+            opt.step()
+        except RuntimeError as exc:  # fused AdamW refused these parameters (e.g. DTensor): say so, go on
+            if step > 1 or "fused" not in opt_impl:
+                raise
+            opt = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=True)
+            opt_impl = meta["optimizer"] = f"AdamW foreach (fused failed: {str(exc)[:120]})"
+            opt.step()
         opt.zero_grad(set_to_none=True)
         done = clock.end_step({"rank": rank, "pid": os.getpid(), "step": step, "t": time.time(),
                                "data_wait_ms": round(data_wait_ms, 3), "slow": bool(extra_matmuls)
