@@ -47,6 +47,8 @@ def make_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--print-every", type=int, default=20, metavar="N")
     parser.add_argument("--profile-dir", type=Path, default=None,
                         help="write a torch.profiler trace of a few steps here (one file per rank)")
+    parser.add_argument("--profile-steps", type=int, default=5, metavar="N",
+                        help="steps in the --profile-dir trace (default: 5)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--wait-for-go", action="store_true",
                         help="read one line from stdin before touching the device (the validation starts the "
@@ -220,7 +222,7 @@ def _profiler(args: argparse.Namespace, device: torch.device, rank: int) -> Any:
     def export(prof: Any) -> None:
         prof.export_chrome_trace(str(args.profile_dir / f"{name}_rank{rank}.json"))
 
-    return profile(activities=activities, schedule=schedule(wait=1, warmup=2, active=5, repeat=1),
+    return profile(activities=activities, schedule=schedule(wait=1, warmup=2, active=max(1, args.profile_steps), repeat=1),
                    on_trace_ready=export, record_shapes=False)
 
 

@@ -29,7 +29,8 @@ class Example:
         also_ok_fixed: The same for the ``--fix`` run (usually empty: the fixed job is healthy).
         extras_reason: One line: why each code in ``also_ok``/``also_ok_fixed`` is a true finding.
         fix_kind: ``speed`` (the fix must make steps >= 1.1x faster), ``memory`` or ``robustness``
-            (the fix is not about speed; ``why_not_speed`` says what it changes instead).
+            (the fix is not about speed; ``why_not_speed`` says what it changes instead); ``none``
+            for the healthy baseline.
         why_not_speed: For a non-speed fix: what it changes, and why the step rate stays.
         cuda_only_fix: The fix cannot change anything on CPU.
         cpu_args: Extra arguments that keep a CPU run short.
@@ -59,12 +60,12 @@ class Example:
         return self.also_ok_fixed if fixed else self.also_ok
 
 
-FIX_KINDS = ("speed", "memory", "robustness")
+FIX_KINDS = ("speed", "memory", "robustness", "none")  # "none": the healthy baseline only
 #: A speed fix must make the step at least this much faster (fixed / unfixed step rate).
 MIN_SPEEDUP = 1.1
 
 EXAMPLES: tuple[Example, ...] = (
-    Example("healthy", "none (baseline)", (), ("trace", "live"), "nothing to fix", fix_kind="speed",
+    Example("healthy", "none (baseline)", (), ("trace", "live"), "nothing to fix", fix_kind="none",
             why_not_speed="baseline: nothing to fix, run once"),
     Example("input_bound", "DataLoader decodes in the main process (num_workers=0)", ("GD102",),
             ("trace", "live"), "num_workers, persistent_workers, prefetch, pin_memory",
