@@ -17,10 +17,16 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from gpudoctor.model import FactSet, FactValue, Location, Source
 from gpudoctor.trace.metrics import RankMetrics
 from gpudoctor.trace.reader import RankTrace
+
+#: A slow rank running at most this many times the faster ranks' ``aten::`` ops per step does the same work.
+SAME_WORK_RATIO = 1.1
+#: Its GPU busy at least this many times longer per step than theirs: the same work ran slower on the GPU.
+SLOW_GPU_RATIO = 1.25
 
 
 def rank_factsets(metrics: Sequence[RankMetrics]) -> list[FactSet]:
@@ -69,11 +75,11 @@ def straggler_factsets(metrics: Sequence[RankMetrics]) -> list[FactSet]:
         faster = [v for v in known if median_step is not None and v <= median_step]
         reference = median_step
         basis = "step time (no collective waits in the traces)"
-    loader = {m.rank: _number(m.values.get("dataloader_ms_per_step")) for m in metrics}
-    fast_loader = [x for r, v in own_ms.items()
-                   if v is not None and v in faster and (x := loader[r]) is not None]
-    ref_loader = statistics.median(fast_loader) if fast_loader else None
+    fast_ranks = [r for r, v in own_ms.items() if v is not None and v in faster]
+    work = {m.rank: _Work.of(m) for m in metrics}
+    ref_work = _Work.reference([work[r] for r in fast_ranks])
     late, compared, dominant = late_collective_counts(metrics)
+    slower = slower_step_counts(metrics, "outside_collective_ms" if by_outside else "step_time_ms")
     out = []
     for m in metrics:
         values: dict[str, FactValue] = {"rank_count": len(metrics)}
@@ -95,7 +101,12 @@ def straggler_factsets(metrics: Sequence[RankMetrics]) -> list[FactSet]:
                 if wait is not None:
                     values["collective_wait_ms"] = wait
             if own > reference:
-                values.update(_likely_cause(own - reference, loader.get(m.rank), ref_loader))
+                values.update(_likely_cause(own - reference, work[m.rank], ref_work))
+        if m.rank in slower:
+            count, steps_compared = slower[m.rank]
+            values["steps_compared"] = steps_compared
+            values["slower_step_count"] = count
+            values["slower_step_pct"] = round(100.0 * count / steps_compared, 1) if steps_compared else 0.0
         if compared:
             values["collectives_compared"] = compared
             values["late_collective_count"] = late.get(m.rank, 0)
@@ -106,16 +117,85 @@ def straggler_factsets(metrics: Sequence[RankMetrics]) -> list[FactSet]:
     return out
 
 
-def _likely_cause(excess_ms: float, own_loader: float | None, ref_loader: float | None) -> dict[str, FactValue]:
-    """``input`` when this rank's extra DataLoader time per step explains at least half of its extra
-    time (as the live side decides), else ``compute``."""
-    if own_loader is not None and ref_loader is not None and own_loader - ref_loader >= 0.5 * excess_ms:
+def slower_step_counts(metrics: Sequence[RankMetrics], column: str) -> dict[int, tuple[int, int]]:
+    """rank → (steps in which it was slower than the median of the other ranks, steps compared).
+
+    A median over four profiled steps can be pulled down by two steps in which a healthy rank was
+    descheduled; a real straggler is slower than its peers in (nearly) every step. Steps are matched
+    by their ``ProfilerStep#N`` number (by position when the ranks share no number); ``column`` is
+    the per-step row field compared (time outside collectives, else step time).
+    """
+    series: dict[int, dict[int, float]] = {}
+    for m in metrics:
+        series[m.rank] = {int(row["step"]): float(row[column]) for row in m.step_rows
+                          if isinstance(row.get(column), (int, float))}
+    if len(series) < 2 or any(not s for s in series.values()):
+        return {}
+    common = sorted(set.intersection(*(set(s) for s in series.values())))
+    if not common:  # different step numbers (ranks profiled at different times): compare by position
+        n = min(len(s) for s in series.values())
+        series = {r: dict(enumerate(v for _, v in sorted(s.items())[:n])) for r, s in series.items()}
+        common = list(range(n))
+    out = {}
+    for rank, own in series.items():
+        count = sum(1 for k in common
+                    if own[k] > statistics.median(s[k] for r, s in series.items() if r != rank))
+        out[rank] = (count, len(common))
+    return out
+
+
+@dataclass(frozen=True)
+class _Work:
+    """What a rank did per step (medians): DataLoader time, host ``aten::`` ops, GPU busy time."""
+
+    loader_ms: float | None = None
+    aten_ops: float | None = None
+    gpu_busy_ms: float | None = None
+
+    @classmethod
+    def of(cls, m: RankMetrics) -> _Work:
+        def med(key: str) -> float | None:
+            xs = [float(v) for row in m.step_rows if isinstance(v := row.get(key), (int, float))]
+            return statistics.median(xs) if xs else None
+        return cls(_number(m.values.get("dataloader_ms_per_step")), med("aten_ops"), med("gpu_busy_ms"))
+
+    @classmethod
+    def reference(cls, works: Sequence[_Work]) -> _Work:
+        def med(xs: list[float | None]) -> float | None:
+            known = [x for x in xs if x is not None]
+            return statistics.median(known) if known else None
+        return cls(med([w.loader_ms for w in works]), med([w.aten_ops for w in works]),
+                   med([w.gpu_busy_ms for w in works]))
+
+
+def _likely_cause(excess_ms: float, own: _Work, ref: _Work) -> dict[str, FactValue]:
+    """The slow rank's likely cause from its own work against the faster ranks'.
+
+    ``input`` when its extra DataLoader time per step explains at least half of its extra time (as
+    the live side decides). Otherwise, when it ran about the same number of ``aten::`` ops per step
+    (within :data:`SAME_WORK_RATIO`), the same work ran slower: ``gpu`` when its GPU was busy at
+    least :data:`SLOW_GPU_RATIO` × longer per step, else ``cpu`` (its host was starved of CPU or is
+    slower). Only more ops per step is ``compute`` (extra work).
+    """
+    if own.loader_ms is not None and ref.loader_ms is not None and own.loader_ms - ref.loader_ms >= 0.5 * excess_ms:
         return {"straggler_cause": "input", "cause_detail":
-                f"its DataLoader takes {own_loader:.1f} ms/step vs {ref_loader:.1f} ms on the faster ranks"}
+                f"its DataLoader takes {own.loader_ms:.1f} ms/step vs {ref.loader_ms:.1f} ms on the faster ranks"}
+    loader = ""
+    if own.loader_ms is not None and ref.loader_ms is not None:
+        loader = f" with about the same DataLoader time ({own.loader_ms:.1f} vs {ref.loader_ms:.1f} ms/step)"
+    if own.aten_ops and ref.aten_ops and own.aten_ops <= SAME_WORK_RATIO * ref.aten_ops:
+        same = (f"it runs the same work as the faster ranks ({own.aten_ops:.0f} vs {ref.aten_ops:.0f} aten ops "
+                f"per step) {excess_ms:.1f} ms/step slower")
+        if own.gpu_busy_ms and ref.gpu_busy_ms and own.gpu_busy_ms >= SLOW_GPU_RATIO * ref.gpu_busy_ms:
+            return {"straggler_cause": "gpu", "cause_detail":
+                    f"{same}: its GPU is busy {own.gpu_busy_ms:.1f} ms/step vs {ref.gpu_busy_ms:.1f} ms "
+                    f"(a throttled, shared or slower GPU)"}
+        return {"straggler_cause": "cpu", "cause_detail":
+                f"{same}{loader}: its host was starved of CPU (more busy processes than cores) or is slower"}
     detail = f"{excess_ms:.1f} ms/step more work outside collectives than the faster ranks"
-    if own_loader is not None and ref_loader is not None:
-        detail += f" with about the same DataLoader time ({own_loader:.1f} vs {ref_loader:.1f} ms/step)"
-    return {"straggler_cause": "compute", "cause_detail": detail}
+    if own.aten_ops and ref.aten_ops:
+        detail += f" ({own.aten_ops:.0f} vs {ref.aten_ops:.0f} aten ops per step)"
+    return {"straggler_cause": "compute", "cause_detail": detail + loader}
 
 
 def _number(value: FactValue | None) -> float | None:

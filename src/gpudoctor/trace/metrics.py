@@ -70,14 +70,22 @@ def compute_rank_metrics(trace: RankTrace) -> RankMetrics:
     values.update(_kernel_mix(t, ctx))
     values.update(_launches(t, ctx))
     values.update(_gaps(t, ctx))
+    rows = step_rows(t, ctx)
     if steps:
         values.update(dataloader_metrics(t, ctx))
         values.update(sync_and_copy_metrics(t, ctx))
         values.update(optimizer_metrics(t, ctx))
         values.update(compile_metrics(t, ctx))
-        values.update(outside_collective_metrics(t, ctx))
+        for row, ops in zip(rows, aten_ops_per_step(t, ctx)):
+            row["aten_ops"] = ops  # same work or more work: GD601's post-hoc cause
+        per_step = outside_collective_steps(t, ctx)
+        if per_step:  # per step too: GD601 post-hoc asks whether a rank is slower in most steps
+            values["outside_collective_ms_p50"] = rounded(statistics.median(out for _, out in per_step))
+            values["collective_wait_ms_p50"] = rounded(statistics.median(wait for wait, _ in per_step))
+            for row, (wait, out) in zip(rows, per_step):
+                row["collective_wait_ms"], row["outside_collective_ms"] = round(wait, 3), round(out, 3)
     values.update(_memory(trace))
-    return RankMetrics(trace.rank, values, step_rows(t, ctx), _collectives(t, ctx))
+    return RankMetrics(trace.rank, values, rows, _collectives(t, ctx))
 
 
 def _temporal(t: EventTable) -> dict[str, FactValue]:
@@ -225,8 +233,23 @@ def _memory(trace: RankTrace) -> dict[str, FactValue]:
     return out
 
 
-def outside_collective_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    """Per step: time outside collectives = step time − time blocked in collectives (medians, ms).
+def aten_ops_per_step(t: EventTable, ctx: Context) -> list[int]:
+    """Host ``aten::`` ops started in each step (nested ones included): how much work a rank did.
+
+    Two ranks of one job that run the same ops the same number of times do the same work; if one
+    takes longer, the same work ran slower (CPU contention, a slower GPU) rather than extra work.
+    """
+    counts = [0] * ctx.n_steps
+    for ops in ctx.aten_by_thread.values():
+        for i in ops:
+            k = ctx.step_of(t.ts[i])
+            if k is not None:
+                counts[k] += 1
+    return counts
+
+
+def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, float]]:
+    """Per step: (time blocked in collectives, time outside them = step time − that), in ms.
 
     In synchronous data parallelism every rank's step time is the same — the fast ranks wait in the
     all-reduce for the slow one — so the time a rank spends *outside* collective waits is what
@@ -234,10 +257,10 @@ def outside_collective_metrics(t: EventTable, ctx: Context) -> dict[str, FactVal
     the larger of two measures, both clipped to the step: the union of the host-side collective
     events (:data:`HOST_COLLECTIVE_RE`; on gloo these span the whole exchange, peer wait included)
     and the union of the communication kernels launched in that step (NCCL on the GPU: the kernel
-    runs, spinning, until every peer has joined).
+    runs, spinning, until every peer has joined). Empty when the trace shows no collective at all.
     """
     if not ctx.n_steps:
-        return {}
+        return []
     coll_names = {i for i, n in enumerate(t.names) if HOST_COLLECTIVE_RE.search(n)}
     host: list[list[tuple[float, float]]] = [[] for _ in range(ctx.n_steps)]
     device: list[list[tuple[float, float]]] = [[] for _ in range(ctx.n_steps)]
@@ -259,14 +282,12 @@ def outside_collective_metrics(t: EventTable, ctx: Context) -> dict[str, FactVal
             device[step].append((t.ts[i], t.ts[i] + t.dur[i]))
             found = True
     if not found:
-        return {}
-    outside, waits = [], []
+        return []
+    out = []
     for k, (_, a, b) in enumerate(ctx.steps):
         wait = max(total(merge(host[k])), total(merge(device[k])))
-        waits.append(wait / 1000.0)
-        outside.append(max(0.0, (b - a) - wait) / 1000.0)
-    return {"outside_collective_ms_p50": rounded(statistics.median(outside)),
-            "collective_wait_ms_p50": rounded(statistics.median(waits))}
+        out.append((wait / 1000.0, max(0.0, (b - a) - wait) / 1000.0))
+    return out
 
 
 def _collectives(t: EventTable, ctx: Context) -> dict[str, list[float]]:
