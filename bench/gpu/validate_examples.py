@@ -84,8 +84,9 @@ def measure(job: Job, ex: Example, fix: bool, s: Settings, budget: Budget, workd
     pid = str(job.pid)
     passive_path = workdir / f"{tag}_passive.json"
     t2 = time.monotonic()
-    passive, err = gd_json(["attach", pid, "--duration", str(s.passive_s), "--format", "json"],
-                           budget.timeout(s.passive_s + 30))
+    passive_s = s.passive_fixed_s if fix else s.passive_s
+    passive, err = gd_json(["attach", pid, "--duration", str(passive_s), "--format", "json"],
+                           budget.timeout(passive_s + 30))
     t3 = time.monotonic()
     if err:
         v.errors.append(f"passive attach {err}")
@@ -101,9 +102,11 @@ def measure(job: Job, ex: Example, fix: bool, s: Settings, budget: Budget, workd
     if not fix:
         v.rate_alone_after = job.window_rate(s.baseline_s)
     t4 = time.monotonic()
-    attach, err = gd_json(["attach", pid, "--duration", str(s.profile_attach_s), "--profile", "5",
-                           "--format", "json"], budget.timeout(s.profile_attach_s + 40))
+    profile_s = s.profile_attach_fixed_s if fix else s.profile_attach_s
+    attach, err = gd_json(["attach", pid, "--duration", str(profile_s), "--profile", "5",
+                           "--format", "json"], budget.timeout(profile_s + 40))
     t5 = time.monotonic()
+    v.phases = f"warm {v.warm_s:.0f} s, passive {t3 - t2:.0f} s, profile {t5 - t4:.0f} s"
     v.rate_profile = job.rate(t4, t5)
     if err:
         v.errors.append(f"profile attach {err}")
@@ -267,7 +270,10 @@ def main() -> int:
                 rows.append(row)
                 # trace analyses, check and compare finish while the next example runs
                 finishing.append(finisher.submit(finish_row, row, budget))
-                print(f"[{time.monotonic() - started:5.0f}s] {ex.name}: {time.monotonic() - t:.0f}s", flush=True)
+                phases = "; ".join(f"{'fixed' if v.fix else 'unfixed'}: {v.phases}" for v in row.variants.values()
+                                   if v.phases)
+                print(f"[{time.monotonic() - started:5.0f}s] {ex.name}: {time.monotonic() - t:.0f}s ({phases})",
+                      flush=True)
                 done = [r for r, f in zip([r for r in rows if not r.skipped], finishing) if f.done()]
                 write(out, env_future.result(), done, s, time.monotonic() - started, final=False)
         finally:

@@ -44,16 +44,18 @@ class Settings:
     print_every: int
     warm_s: float          # wait this long for the first progress lines after "go"
     baseline_s: float      # one "alone" window
-    passive_s: float       # attach --duration for the passive (overhead) watch
+    passive_s: float       # attach --duration for the passive watch (unfixed: the overhead is measured)
+    passive_fixed_s: float  # the same after --fix (findings and step samples only)
     settle_s: float        # left out at the start of the passive watch (agent injection)
     profile_attach_s: float
+    profile_attach_fixed_s: float
     min_example_s: float   # do not start an example with less budget left than this
 
     @classmethod
     def for_mode(cls, cpu: bool) -> Settings:
         if cpu:  # a loaded 2-core VM: a few steps per second
-            return cls(True, "cpu", 2, 120.0, 4.0, 8.0, 2.0, 8.0, 60.0)
-        return cls(False, "auto", 5, 90.0, 1.5, 4.0, 1.5, 3.0, 25.0)
+            return cls(True, "cpu", 2, 120.0, 4.0, 8.0, 8.0, 2.0, 8.0, 8.0, 60.0)
+        return cls(False, "auto", 5, 120.0, 1.0, 4.0, 3.0, 1.5, 4.0, 3.0, 25.0)
 
 
 class Budget:
@@ -65,7 +67,7 @@ class Budget:
 
     def timeout(self, wanted_s: float) -> float:
         """``wanted_s``, but never past the budget by more than a grace period (at least 1 s)."""
-        return max(1.0, min(wanted_s, self.left() + 30.0))
+        return max(1.0, min(wanted_s, self.left() + 20.0))
 
 
 def run_cmd(cmd: list[str], timeout_s: float, cwd: Path = REPO) -> tuple[int, str, str]:
@@ -195,6 +197,7 @@ class Variant:
     rate_passive: float | None = None
     rate_profile: float | None = None
     step_samples: int = 0
+    phases: str = ""       # where the time went (printed, for tuning the one-run budget)
     report_path: Path | None = None
     errors: list[str] = field(default_factory=list)
     pending: list[cf.Future[Any]] = field(default_factory=list)
