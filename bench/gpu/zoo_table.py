@@ -170,4 +170,7 @@ def write(path: Path, env: dict[str, str], rows: list[Row], s: Settings, wall_s:
             "samples, `steps.step_ms`); *tool-free* = fixed / unfixed rate alone. *Goal*: expected found, no "
             f"false positive, and a speed fix >= {MIN_SPEEDUP}x (compare's, else tool-free); `memory`/`robustness` "
             "fixes say why they are not about speed.", ""]
-    path.write_text("\n".join(head + table(rows, s.cpu)) + "\n")
+    # Keep sections other scripts own (bench/hta_rank_overlap.py's "<!-- multigpu:start -->" … end).
+    old = path.read_text() if path.exists() else ""
+    kept = old[old.index("<!-- multigpu:start -->"):] if "<!-- multigpu:start -->" in old else ""
+    path.write_text("\n".join(head + table(rows, s.cpu)) + "\n" + ("\n" + kept if kept else ""))
