@@ -11,13 +11,14 @@ prefetch, pin host memory and copy with ``non_blocking=True``::
     DataLoader(ds, batch_size=64, num_workers=8, pin_memory=True,
                persistent_workers=True, prefetch_factor=4)
 
-Sizing (CUDA): the decode of one batch (128 samples x 0.2 ms, plus making the tensors) costs about
-4x a training step of the model, so the unfixed loop waits for data ~80% of each step, while the
-fix's ``cores - 3`` workers (13 on a 16-core H200 host: the main process and the pin-memory thread
-keep a core each) build batches ~2-3x faster than the GPU consumes them. The first H200 run used
-1 ms/sample, 64 samples and 8 workers for a much cheaper step: 7.8x faster, yet still
-loader-bound. Apart from the loader the job is healthy (bf16 autocast, TF32, channels_last, cuDNN
-autotuner), so nothing else is found.
+Sizing (CUDA): building one batch (128 samples: 0.05 ms of "decode" plus ~0.1 ms to make each
+sample's tensors, then the collate) costs ~20 ms on one core, about 3x a training step of the
+width-128 conv net, so the unfixed loop waits for data ~75% of each step, while the fix's 8
+workers (GD102's recommended ``num_workers=8``) build ~2x more batches per second than the GPU
+consumes. The first H200 run (1 ms x 64 samples per batch, a much cheaper step) was 7.8x faster
+with 8 workers yet still loader-bound. More workers would not be healthier: with torch's 16
+intra-op threads on a 16-core host, 9+ busy workers oversubscribe the CPU (GD305). Apart from the
+loader the job is healthy (bf16 autocast, TF32, channels_last, cuDNN autotuner).
 
 Used by ``gpudoctor demo`` (runs forever with ``--steps 0``).
 """
@@ -47,20 +48,20 @@ def main() -> None:
     parser = make_parser(__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--cpu-ms-per-sample", type=float, default=None,
-                        help="CPU cost of building one sample (default: 0.2 on CUDA, 1.5 on CPU)")
+                        help="CPU cost of building one sample (default: 0.05 on CUDA, 1.5 on CPU)")
     parser.add_argument("--workers", type=int, default=None,
-                        help="DataLoader workers with --fix (default: cores - 3, at least 1, at most 16)")
+                        help="DataLoader workers with --fix (default: min(8, cores - 1))")
     args = parser.parse_args()
     device = setup(args, "input_bound")
     on_cuda = device.type == "cuda"
     healthy_cuda_defaults(device)
     batch_size = args.batch_size or (128 if on_cuda else 32)
-    cpu_ms = args.cpu_ms_per_sample if args.cpu_ms_per_sample is not None else (0.2 if on_cuda else 1.5)
+    cpu_ms = args.cpu_ms_per_sample if args.cpu_ms_per_sample is not None else (0.05 if on_cuda else 1.5)
     side = 64 if on_cuda else 32
     dataset = SyntheticImages(length=batch_size * 50, shape=(3, side, side), classes=10, cpu_ms_per_sample=cpu_ms)
 
     if args.fix:
-        workers = args.workers or max(1, min(16, (os.cpu_count() or 2) - 3))
+        workers = args.workers or max(1, min(8, (os.cpu_count() or 2) - 1))
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True,
                                              num_workers=workers, pin_memory=on_cuda,
                                              persistent_workers=True, prefetch_factor=4)
