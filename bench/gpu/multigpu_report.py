@@ -135,4 +135,9 @@ def markdown(results: list[dict[str, Any]], extra: dict[str, Any], machine: dict
         out += ["", f"Attach overhead (healthy DDP, all ranks watched, {len(ov['windows'])} alternating windows): "
                 f"{ov['alone_steps_per_s']} steps/s alone, {ov['attached_steps_per_s']} attached → "
                 f"**{ov['attached_pct']}%** of unattached throughput (goal ≥ 99.5%)."]
+    base = extra.get("agent_baseline")
+    if base:
+        out.append(f"Agent in every rank, unwatched, vs the same job without it: {_v(base.get('agent_unwatched_steps_per_s'))}"
+                   f" vs {_v(base.get('no_agent_steps_per_s'))} steps/s → {_v(base.get('agent_pct'))}%"
+                   + (f" ({base['error']})" if base.get("error") else "") + ".")
     return "\n".join(out)

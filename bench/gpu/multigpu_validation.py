@@ -231,6 +231,26 @@ class Validation:
         rates = [(kind, steps_per_s(rows, a, b), round(b - a, 1)) for kind, a, b in windows]
         return overhead_summary(rates)
 
+    def agent_baseline(self) -> dict[str, Any]:
+        """The healthy DDP job started without the agent: its rate vs the agent job's unattached windows."""
+        work = Path(tempfile.mkdtemp(prefix="gd-mg-noagent-"))
+        log = (work / "launcher.log").open("wb")
+        proc = subprocess.Popen(self.job_cmd("ddp", "healthy", work, False), env=self.base_env,
+                                start_new_session=True, stdout=log, stderr=log)
+        try:
+            if self.wait_ready(proc, work, self.start_timeout_s) is None:
+                return {"error": "the job without the agent did not get past calibration"}
+            a = time.time()
+            time.sleep(2 * self.window_s)
+            rate = steps_per_s(read_rows(work)[0], a, time.time())
+        finally:
+            kill_tree(proc)
+            log.close()
+            shutil.rmtree(work, ignore_errors=True)
+        alone = (self.extra.get("overhead") or {}).get("alone_steps_per_s")
+        return {"no_agent_steps_per_s": round(rate, 3), "agent_unwatched_steps_per_s": alone,
+                "agent_pct": round(100.0 * alone / rate, 2) if alone and rate else None}
+
     def _keep(self, work: Path, strategy: str, mode: str, profile: bool, res: dict[str, Any]) -> None:
         """Copy the ranks' jsonl and the profile traces to $OUT; analyze the traces."""
         dest = self.out / "jobs" / f"{strategy}-{mode}"
@@ -284,6 +304,11 @@ class Validation:
                   flush=True)
             self.write()
             print(text_table(self.results), flush=True)
+        if self.extra.get("overhead") and self.left_s() > 2 * self.window_s + 60:
+            try:
+                self.extra["agent_baseline"] = self.agent_baseline()
+            except Exception as exc:  # keep what was measured
+                self.extra["agent_baseline"] = {"error": f"{type(exc).__name__}: {exc}"}
         self.write()
         print(text_table(self.results))
         print(markdown(self.results, self.extra))

@@ -135,7 +135,8 @@ def test_tables_show_every_scenario_and_the_errors() -> None:
     extra = {"analyze": {"ddp": {"findings": ["GD602"], "ranks": [{"rank": 0, "overlap_pct": 41.5, "comm_pct": 12.0,
                                                                    "comm_kernel_share_pct": 14.2, "idle_pct": 3.0,
                                                                    "step_time_p50_ms": 30.1}]}},
-             "overhead": mv.overhead_summary([("alone", 10.0, 8.0), ("attached", 10.0, 8.0), ("alone", 10.0, 8.0)])}
+             "overhead": mv.overhead_summary([("alone", 10.0, 8.0), ("attached", 10.0, 8.0), ("alone", 10.0, 8.0)]),
+             "agent_baseline": {"no_agent_steps_per_s": 10.1, "agent_unwatched_steps_per_s": 10.0, "agent_pct": 99.01}}
     text = mv.text_table([ok, skipped])
     assert "GD601 rank 1 (input)" in text and "93.1 / 93.4" in text and "skipped: time budget spent" in text
     md = mv.markdown([ok, skipped], extra, {"gpus": ["NVIDIA H200", "NVIDIA H200"], "python": "3.12"})
@@ -147,6 +148,7 @@ def test_tables_show_every_scenario_and_the_errors() -> None:
     assert "r1: 93.4 ms, coll 0.4%, score 0.28, straggler (input)" in md
     assert "| ddp | 0 | 41.5 | 12 | 14.2 | 3 | 30.1 | GD602 |" in md
     assert "**100.0%** of unattached throughput" in md
+    assert "without it: 10 vs 10.1 steps/s → 99.01%." in md
 
 
 def test_kill_tree_kills_children_in_their_own_sessions(tmp_path: Path) -> None:
