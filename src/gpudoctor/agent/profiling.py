@@ -18,6 +18,51 @@ from pathlib import Path
 from typing import Any
 
 MAX_STEPS = 100
+#: Traces of one process kept in the agent's directory; older ones are deleted when a new one is written.
+KEEP_TRACES_PER_PROCESS = 3
+#: Traces of processes that have exited are deleted once they are this old.
+DEAD_PROCESS_TRACE_MAX_AGE_S = 7 * 24 * 3600.0
+
+
+def prune_traces(directory: Path, pid: int, keep: int = KEEP_TRACES_PER_PROCESS,
+                 now: float | None = None) -> list[str]:
+    """Delete ``pid``'s oldest traces beyond ``keep``, and week-old traces of exited processes.
+
+    Traces are only ever this agent's own files (``trace-<pid>-<ms>.pt.trace.json`` in its private
+    directory). Returns the names deleted. Never raises.
+    """
+    now = time.time() if now is None else now
+    mine: list[tuple[int, str]] = []
+    deleted = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return deleted
+    for entry in entries:
+        parts = entry.name.split("-")
+        if len(parts) != 3 or parts[0] != "trace" or not entry.name.endswith(".pt.trace.json"):
+            continue
+        owner, stamp = parts[1], parts[2].split(".", 1)[0]
+        if not (owner.isdigit() and stamp.isdigit()):
+            continue
+        if int(owner) == pid:
+            mine.append((int(stamp), entry.path))
+            continue
+        try:
+            stale = (not os.path.exists(f"/proc/{owner}")
+                     and now - entry.stat().st_mtime > DEAD_PROCESS_TRACE_MAX_AGE_S)
+            if stale:
+                os.unlink(entry.path)
+                deleted.append(entry.name)
+        except OSError:
+            pass
+    for _, path in sorted(mine)[:max(0, len(mine) - keep)]:
+        try:
+            os.unlink(path)
+            deleted.append(os.path.basename(path))
+        except OSError:
+            pass
+    return deleted
 
 
 def user_profiler_active() -> bool:
@@ -122,6 +167,7 @@ class ProfileWindow:
 
     def _write_trace(self, prof: Any) -> None:
         """torch.profiler's on_trace_ready: export the window to a private file (0600)."""
+        prune_traces(self._dir, os.getpid(), keep=KEEP_TRACES_PER_PROCESS - 1)
         path = self._dir / f"trace-{os.getpid()}-{int(time.time() * 1000)}.pt.trace.json"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.close(fd)
