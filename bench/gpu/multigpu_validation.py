@@ -18,11 +18,14 @@ a. ``bench/gpu/dist_job.py`` (small GPT, bf16 autocast, fused AdamW, 2 loader wo
 b. Expected: healthy → no straggler; input → rank 1 named, cause input; compute → rank 1, cause
    compute. FSDP's compute case may not be nameable live: the table shows what happened.
 c. The healthy runs profile steps 20–25 on every rank; the traces are copied (gzipped) to
-   ``$OUT/traces/<strategy>/`` and ``gpudoctor analyze <dir> --format json`` runs on them
-   (``$OUT/analyze_<strategy>.json``); bench/hta_rank_overlap.py checks them against HTA later.
+   ``$OUT/traces/<strategy>/`` and ``gpudoctor analyze <dir> --format json`` runs on them (its JSON
+   goes into multigpu.json); bench/hta_rank_overlap.py checks them against HTA later.
 d. Attach overhead on the healthy DDP job with all ranks watched: its own step rate (rank 0's
    jsonl) in alternating windows, unattached / ``gpudoctor attach --duration W`` (goal ≥ 99.5%).
-e. A table after each scenario and at the end; ``$OUT/multigpu.json`` and ``$OUT/multigpu.md``.
+e. A table after each scenario and at the end. $OUT gets at most 7 files (the device machine sends
+   back 8 files, ≤ 16 MiB each, ≤ 2 folders down): ``multigpu.json`` (results, every gpudoctor
+   report and analyze JSON), ``multigpu.md`` (the tables), ``jobs.tar.gz`` (each scenario's rank
+   jsonl, meta and launcher log tail) and ``traces/{ddp,fsdp}/rank{0,1}.pt.trace.json.gz``.
 
 Every subprocess has a timeout; every job is killed (its process group, then every descendant:
 torchrun puts its ranks in sessions of their own) even on errors.
@@ -39,6 +42,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -55,6 +59,7 @@ ORDER = [("ddp", "healthy"), ("fsdp", "healthy"), ("ddp", "input"), ("ddp", "com
 #: Per device: (attach seconds, calibration steps, start-up timeout s, gpudoctor-run warm-up s, overhead window s).
 SETTINGS = {"cuda": (18, 20, 150, 40, 8), "cpu": (14, 10, 150, 30, 5)}
 TRACE_BUDGET_BYTES = 40_000_000
+FILE_LIMIT_BYTES = 15_000_000  # the device machine returns files of at most 16 MiB
 
 
 def kill_tree(proc: subprocess.Popen[Any]) -> None:
@@ -115,6 +120,7 @@ class Validation:
         self.deadline = time.monotonic() + args.budget_s
         self.out = Path(args.out)
         self.out.mkdir(parents=True, exist_ok=True)
+        self.stage = Path(tempfile.mkdtemp(prefix="gd-mg-stage-")) / "jobs"  # packed into $OUT/jobs.tar.gz
         self.base_env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
         self.agent_env = agent_env(self.base_env)
         self.gpudoctor = [sys.executable, "-m", "gpudoctor"]
@@ -191,8 +197,7 @@ class Validation:
             except json.JSONDecodeError:
                 res["error"] = f"no JSON report (exit {res.get('exit_code')})"
                 return res
-            (self.out / "reports").mkdir(exist_ok=True)
-            (self.out / "reports" / f"{strategy}-{mode}.json").write_text(report_text)
+            res["report"] = report
             res.update(summarize_report(report))
             res["verdict"] = verdict(mode, res["rank_findings"])
             rows = read_rows(work)
@@ -253,7 +258,7 @@ class Validation:
 
     def _keep(self, work: Path, strategy: str, mode: str, profile: bool, res: dict[str, Any]) -> None:
         """Copy the ranks' jsonl and the profile traces to $OUT; analyze the traces."""
-        dest = self.out / "jobs" / f"{strategy}-{mode}"
+        dest = self.stage / f"{strategy}-{mode}"
         dest.mkdir(parents=True, exist_ok=True)
         for f in [*work.glob("rank*.jsonl"), *work.glob("rank*.meta.json")]:
             shutil.copy2(f, dest / f.name)
@@ -269,7 +274,7 @@ class Validation:
             tdest.mkdir(parents=True, exist_ok=True)
             used = sum(p.stat().st_size for p in (self.out / "traces").rglob("*") if p.is_file())
             for t in traces:
-                if used + t.stat().st_size > TRACE_BUDGET_BYTES:
+                if used + t.stat().st_size > TRACE_BUDGET_BYTES or t.stat().st_size > FILE_LIMIT_BYTES:
                     res.setdefault("notes", []).append(f"{t.name} not kept: over the trace size budget")
                     continue
                 shutil.copy2(t, tdest / t.name)
@@ -281,11 +286,11 @@ class Validation:
     def analyze(self, trace_dir: Path, strategy: str) -> dict[str, Any]:
         proc = subprocess.run([*self.gpudoctor, "analyze", str(trace_dir), "--format", "json"], capture_output=True,
                               text=True, timeout=180)
-        (self.out / f"analyze_{strategy}.json").write_text(proc.stdout)
         try:
             report = json.loads(proc.stdout)
         except json.JSONDecodeError:
             return {"error": f"analyze exit {proc.returncode}: {proc.stderr[-300:]}"}
+        self.extra.setdefault("analyze_reports", {})[strategy] = report
         keys = ("overlap_pct", "comm_pct", "comm_kernel_share_pct", "idle_pct", "step_time_p50_ms",
                 "outside_collective_ms_p50", "collective_wait_ms_p50")
         return {"exit_code": proc.returncode, "findings": sorted({f["code"] for f in report.get("findings", [])}),
@@ -300,7 +305,7 @@ class Validation:
                                      "error": "skipped: time budget spent"})
             else:
                 self.results.append(self.scenario(strategy, mode))
-            print(json.dumps({k: v for k, v in self.results[-1].items() if k not in ("meta", "ranks_table")}),
+            print(json.dumps({k: v for k, v in self.results[-1].items() if k not in ("meta", "ranks_table", "report")}),
                   flush=True)
             self.write()
             print(text_table(self.results), flush=True)
@@ -312,6 +317,7 @@ class Validation:
         self.write()
         print(text_table(self.results))
         print(markdown(self.results, self.extra))
+        shutil.rmtree(self.stage.parent, ignore_errors=True)
         print(f"\ndone in {self.args.budget_s - self.left_s():.0f} s; results in {self.out}")
         return 0
 
@@ -320,6 +326,9 @@ class Validation:
                "elapsed_s": round(self.args.budget_s - self.left_s(), 1), "machine": machine_info(),
                "results": self.results, **self.extra}
         (self.out / "multigpu.json").write_text(json.dumps(doc, indent=1, default=str))
+        if self.stage.exists():
+            with tarfile.open(self.out / "jobs.tar.gz", "w:gz") as tar:
+                tar.add(self.stage, arcname="jobs")
         (self.out / "multigpu.md").write_text(markdown(self.results, self.extra, doc["machine"]) + "\n")
 
 
