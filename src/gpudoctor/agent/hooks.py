@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gpudoctor.agent.runtime import Agent
 
 MAX_REASONS = 20
+BATCH_SAMPLE_EVERY = 64
 
 # torch iterates its global optimizer-hook dict while it calls the hooks; adding or removing an entry
 # from another thread at that moment raises "dictionary changed size during iteration" inside the
@@ -66,6 +67,10 @@ class TorchHooks:
         self._compile_patch: tuple[Any, Any, Any] | None = None      # (torch, original, wrapper)
         self._autocast_handle: Any = None
         self.dataloader_hooked = False
+        self._batches_seen = 0
+        self.loader_batch_bytes: int | None = None   # size of one batch as the loader returns it
+        self.loader_workers: int | None = None
+        self.loader_prefetch_factor: int | None = None
         self.graph_break_reasons: dict[str, int] = {}
         self.recompiles = 0
         self.recompiles_hooked = False
@@ -110,11 +115,14 @@ class TorchHooks:
         def __next__(it: Any) -> Any:
             start = _perf()
             try:
-                return original(it)
+                batch = original(it)
             finally:
                 hooks = hooks_ref()
                 if hooks is not None:
                     hooks._add_data_wait(_perf() - start)
+            if hooks is not None:
+                hooks._count_batch(it, batch)
+            return batch
 
         __next__.__gpudoctor_wrapper__ = True  # type: ignore[attr-defined]
         cls.__next__ = __next__
@@ -218,6 +226,23 @@ class TorchHooks:
         agent = self._live_agent()
         if agent is not None:
             agent.data_wait_acc_s += seconds
+
+    def _count_batch(self, it: Any, batch: Any) -> None:
+        """Every 64th batch: its size and the loader's workers/prefetch (for the /dev/shm estimate)."""
+        self._batches_seen += 1
+        if self._batches_seen % BATCH_SAMPLE_EVERY != 1 or self._live_agent() is None:
+            return
+        try:
+            torch = sys.modules.get("torch")
+            if torch is None:
+                return
+            self.loader_batch_bytes = _tensor_bytes(batch, torch.Tensor, 0)
+            workers = getattr(it, "_num_workers", None)
+            prefetch = getattr(it, "_prefetch_factor", None)
+            self.loader_workers = int(workers) if isinstance(workers, int) else None
+            self.loader_prefetch_factor = int(prefetch) if isinstance(prefetch, int) else None
+        except Exception:
+            pass
 
     def _wrap_log_graph_break(self, original: Any) -> Any:
         hooks_ref = weakref.ref(self)
@@ -382,6 +407,16 @@ def _graph_break_headline(reason: str, exc: Any) -> str:
         return f"{kind}: {explanation}"[:240]
     lines = [ln.strip() for ln in (text or str(reason)).splitlines() if ln.strip()]
     return (lines[0] if lines else "graph break")[:240]
+
+
+def _tensor_bytes(obj: Any, tensor_type: type, depth: int) -> int:
+    """Bytes of the tensors in a batch (tensors, lists/tuples/dicts of them; bounded walk)."""
+    if isinstance(obj, tensor_type):
+        return int(obj.element_size() * obj.numel())  # type: ignore[attr-defined]
+    if depth >= 4:
+        return 0
+    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    return sum(_tensor_bytes(x, tensor_type, depth + 1) for x in list(items)[:256])
 
 
 def _quiet(fn: Any, *args: Any) -> None:

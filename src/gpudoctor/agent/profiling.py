@@ -33,7 +33,7 @@ def prune_traces(directory: Path, pid: int, keep: int = KEEP_TRACES_PER_PROCESS,
     """
     now = time.time() if now is None else now
     mine: list[tuple[int, str]] = []
-    deleted = []
+    deleted: list[str] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:

@@ -158,6 +158,10 @@ class Agent:
             out.update(tf32_matmul=bool(flags & 1), tf32_cudnn=bool(flags & 2), cudnn_benchmark=bool(flags & 4))
         out.update(self.autocast_seen)
         out.update(self._collective_wait(window_s))
+        th = self.torch_hooks
+        if th.loader_batch_bytes is not None:
+            out.update(loader_batch_mib=th.loader_batch_bytes / 2**20, loader_workers=th.loader_workers,
+                       loader_prefetch_factor=th.loader_prefetch_factor)
         out.update(self.torch_hooks.compile_counters())
         out.update(self.torch_hooks.cuda_memory())
         out["mem_allocated_trend_mib_per_100_steps"] = _trend_mib_per_100_steps(self.mem_history())

@@ -167,6 +167,19 @@ def step_values(steps: StepStats) -> dict[str, Any]:
     return values
 
 
+def shm_need_values(steps: StepStats) -> dict[str, Any]:
+    """/dev/shm the DataLoader's in-flight batches take: workers × prefetch factor × batch size.
+
+    Each worker's finished batches wait in shared memory until the main process takes them; with
+    ``prefetch_factor`` batches per worker that is the least /dev/shm the loader needs.
+    """
+    workers, prefetch, batch = steps.loader_workers, steps.loader_prefetch_factor, steps.loader_batch_mib
+    if not workers or not prefetch or batch is None:
+        return {}
+    return {"loader_batch_mib": batch, "loader_workers": workers, "loader_prefetch_factor": prefetch,
+            "shm_needed_mib": workers * prefetch * batch}
+
+
 def build_factsets(pid: int, gpu_windows: Sequence[Sequence[GpuSample]], proc: ProcessSample | None,
                    shm: ShmSample | None, stacks: StackSample | None, steps: StepStats | None,
                    session_s: float) -> list[FactSet]:
@@ -182,6 +195,7 @@ def build_factsets(pid: int, gpu_windows: Sequence[Sequence[GpuSample]], proc: P
         job.update(stack_values(stacks))
     if steps is not None:
         job.update(step_values(steps))
+        job.update(shm_need_values(steps))
     target_gpus = [g for g in out if g.values.get("gpu_util_pct") is not None]
     if target_gpus:
         job["gpu_util_pct"] = fmean(float(g.values["gpu_util_pct"]) for g in target_gpus)  # type: ignore[arg-type]

@@ -139,6 +139,9 @@ class StepStats:
     cuda_ooms: int | None = None
     mem_allocated_trend_mib_per_100_steps: float | None = None
     host_syncs_per_step: float | None = None
+    loader_batch_mib: float | None = None            # one batch as the DataLoader returns it
+    loader_workers: int | None = None
+    loader_prefetch_factor: int | None = None        # batches each worker keeps ready
 
 
 @dataclass(frozen=True)
