@@ -15,15 +15,19 @@ at least half of its extra time → ``input``; a throttled or shared GPU → ``g
 runnable time spent waiting for a CPU than the fast ranks (≥ 1.5×, ≥ ``cpu_delay_pct``) → ``cpu``;
 otherwise it does more work → ``compute``.
 
-Desync/hang (GD610): no rank made step progress for ``stall_after_s`` while the ranks sit at
-different step counts — the ranks that are behind (or dead) are named.
+Desync (GD610): no rank made step progress for a while and the ranks sit at different step counts,
+or one of them exited — the ranks that are behind (or dead) are named. Hang (GD613): every rank is
+alive, has finished at least one step and sits at the same step, and none has moved for longer than
+both ``hang_after_s`` and a multiple of the recent step time — a collective that never completes.
+The thresholds are the rules' options; this module only measures the stall, each rank's seconds
+since its last step and the recent step time (the last step time each rank's agent reported).
 
 Pure logic: no I/O, no threads, no clocks read (callers pass ``now``); numbers in, facts out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -110,6 +114,9 @@ class DesyncVerdict:
     stalled_s: float
     lagging_ranks: tuple[int, ...]
     dead_ranks: tuple[int, ...]
+    recent_step_time_ms: float | None = None  # median over ranks of the last step time each reported
+    since_step_s: tuple[tuple[int, float], ...] = ()  # (rank, seconds since its step count last moved)
+    where: tuple[tuple[int, str], ...] = ()  # (rank, where its main thread is), when the caller knows
 
     @property
     def step_spread(self) -> int:
@@ -223,6 +230,8 @@ class StragglerTracker:
     _slow: dict[int, int] = field(default_factory=dict)
     _last_steps: dict[int, int] = field(default_factory=dict)
     _last_progress: float | None = None
+    _rank_moved: dict[int, tuple[int, float]] = field(default_factory=dict)  # rank → (steps, when it moved)
+    _step_ms: dict[int, float] = field(default_factory=dict)  # rank → last step time it reported
 
     @classmethod
     def from_options(cls, gd601: dict[str, Any] | None = None, **kwargs: Any) -> StragglerTracker:
@@ -231,12 +240,15 @@ class StragglerTracker:
         return cls(max_score=float(opts.get("min_straggler_score", 0.75)),
                    min_windows=int(opts.get("min_slow_windows", 3)), **kwargs)
 
-    def update(self, windows: Iterable[RankWindow], now: float) -> RanksReport:
+    def update(self, windows: Iterable[RankWindow], now: float,
+               where: Mapping[int, str] | None = None) -> RanksReport:
         """Judge one window of every watched rank.
 
         Args:
             windows: One per rank (dead ranks with ``alive=False``).
             now: Unix time of this evaluation.
+            where: Optional rank → where its main thread is now (e.g. the innermost frames of a
+                ``py-spy dump``), shown as GD610/GD613 evidence.
         """
         wins = tuple(sorted(windows, key=lambda w: w.rank))
         judged = [w for w in wins if w.alive and w.window_steps >= self.min_window_steps]
@@ -263,21 +275,31 @@ class StragglerTracker:
                 cause, detail = likely_cause(w, fast, own, ref, self.cpu_delay_pct)
             verdicts.append(RankVerdict(w.rank, w.pid, own, ref, score, count,
                                         slow and count >= self.min_windows, cause, detail))
-        return RanksReport(now, tuple(verdicts), self._progress(wins, now), wins, missing,
+        return RanksReport(now, tuple(verdicts), self._progress(wins, now, where or {}), wins, missing,
                            BASIS_MEASURED if measured else BASIS_DATA_ONLY)
 
-    def _progress(self, wins: Sequence[RankWindow], now: float) -> DesyncVerdict:
+    def _progress(self, wins: Sequence[RankWindow], now: float, where: Mapping[int, str]) -> DesyncVerdict:
         steps = {w.rank: w.steps_total for w in wins if w.steps_total is not None}
         moved = any(self._last_steps.get(r) != s for r, s in steps.items())
         if moved or self._last_progress is None:
             self._last_progress = now
         self._last_steps.update({r: s for r, s in steps.items() if s is not None})
+        for r, s in steps.items():
+            if r not in self._rank_moved or self._rank_moved[r][0] != s:
+                self._rank_moved[r] = (s, now)
+        for w in wins:  # the agent reports the last steps' time even when none ended in this window
+            if w.alive and w.window_steps > 0 and w.step_time_ms:
+                self._step_ms[w.rank] = w.step_time_ms
+        recent = [self._step_ms[r] for r in steps if r in self._step_ms]
         known = [s for s in steps.values() if s is not None]
         low = min(known) if known else None
         high = max(known) if known else None
         lagging = tuple(r for r, s in sorted(steps.items()) if low is not None and high != low and s == low)
         dead = tuple(w.rank for w in wins if not w.alive)
-        return DesyncVerdict(len(wins), low, high, now - self._last_progress, lagging, dead)
+        since = tuple((r, now - self._rank_moved[r][1]) for r in sorted(steps))
+        return DesyncVerdict(len(wins), low, high, now - self._last_progress, lagging, dead,
+                             median(recent) if recent else None, since,
+                             tuple((r, where[r]) for r in sorted(where)))
 
 
 def rank_factsets(report: RanksReport) -> list[FactSet]:
@@ -313,6 +335,10 @@ def rank_factsets(report: RanksReport) -> list[FactSet]:
         "lagging_ranks": ", ".join(map(str, d.lagging_ranks)) or None,
         "dead_ranks": ", ".join(map(str, d.dead_ranks)) or "none",
         "dead_rank_count": len(d.dead_ranks),
+        "recent_step_time_s": round(d.recent_step_time_ms / 1000.0, 3) if d.recent_step_time_ms else None,
+        "steps_by_rank": "; ".join(f"rank {r}: step {_steps_of(report, r)}, last step {s:.0f} s ago"
+                                   for r, s in d.since_step_s) or None,
+        "where_by_rank": "; ".join(f"rank {r}: {w}" for r, w in d.where) or None,
     }
     lag = d.lagging_ranks[0] if len(d.lagging_ranks) == 1 else None
     label = f"step {d.min_steps} vs {d.max_steps}" if d.step_spread else None
@@ -321,8 +347,13 @@ def rank_factsets(report: RanksReport) -> list[FactSet]:
     return out
 
 
+def _steps_of(report: RanksReport, rank: int) -> int | None:
+    return next((w.steps_total for w in report.windows if w.rank == rank), None)
+
+
 def rank_table(report: RanksReport) -> tuple[dict[str, Any], ...]:
     """Rows for ``Snapshot.rank_table`` (the dashboard's rank table and the Prometheus exporter)."""
+    since = dict(report.desync.since_step_s)
     rows = []
     for v, w in zip(report.verdicts, report.windows):
         step = w.step_time_ms
@@ -332,7 +363,8 @@ def rank_table(report: RanksReport) -> tuple[dict[str, Any], ...]:
         elif w.rank in report.desync.lagging_ranks and report.desync.stalled_s > 0:
             status = "behind"
         rows.append({
-            "rank": w.rank, "pid": w.pid, "steps_total": w.steps_total, "step_time_ms": step,
+            "rank": w.rank, "pid": w.pid, "steps_total": w.steps_total,
+            "since_last_step_s": since.get(w.rank), "step_time_ms": step,
             "data_wait_pct": _pct(w.data_wait_ms, step), "collective_wait_pct": _pct(w.collective_wait_ms, step),
             "h2d_ms": w.h2d_ms, "compute_ms": w.compute_ms, "outside_collective_ms": v.outside_ms,
             "straggler_score": v.score, "gpu_util_pct": w.gpu_util_pct, "status": status, "cause": v.cause,
