@@ -131,3 +131,27 @@ def test_ranks_hung_in_a_collective_are_reported(hang_job: tuple[subprocess.Pope
         assert proc.poll() is None, "watching must leave the job alone"
     finally:
         monitor.close()
+
+
+def test_gpudoctor_attach_to_a_hung_torchrun_job(hang_job: tuple[subprocess.Popen, Path], tmp_path: Path) -> None:
+    """The user's path: the job is already hung when ``gpudoctor attach <torchrun pid> --duration``
+    starts; the report names the hang (GD613, not GD610) and shows both ranks in its Ranks table."""
+    proc, out = hang_job
+    (out / "hang").touch()
+    time.sleep(1.0)
+    config = tmp_path / "gpudoctor.toml"
+    config.write_text(f"[options.GD613]\nhang_after_s = {HANG_AFTER_S}\n")
+    gpudoctor = Path(sys.executable).parent / "gpudoctor"
+    done = subprocess.run([str(gpudoctor), "attach", str(proc.pid), "--duration", "8", "--window", "1",
+                           "--no-agent", "--no-stacks", "--format", "json", "--select", "GD610,GD613",
+                           "--config", str(config)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr  # a critical finding
+    report = json.loads(done.stdout)
+    assert [f["code"] for f in report["findings"]] == ["GD613"], report["findings"]
+    step = _last_step(out, 1)
+    assert f"at step {step}" in report["findings"][0]["message"]
+    (ranks,) = [t for t in report["tables"] if t["key"] == "ranks"]
+    rows = {r["rank"]: r for r in ranks["rows"]}
+    assert rows[0]["steps_total"] == rows[1]["steps_total"] == step
+    assert min(rows[0]["since_last_step_s"], rows[1]["since_last_step_s"]) >= HANG_AFTER_S
+    assert proc.poll() is None, "attaching must leave the job running"
