@@ -30,10 +30,16 @@ def summarize_report(report: dict[str, Any]) -> dict[str, Any]:
             "agent": (report.get("agent") or {}).get("status")}
 
 
-def verdict(mode: str, rank_findings: list[dict[str, Any]]) -> str:
-    """``ok`` when the findings say what the scenario expects, else what is wrong."""
+def verdict(mode: str, rank_findings: list[dict[str, Any]], ranks_table: list[dict[str, Any]] | None = None) -> str:
+    """``ok`` when the findings say what the scenario expects, else what is wrong.
+
+    ``ranks_table`` (the report's Ranks rows), when given and with fewer than 2 rows, means the
+    session did not watch the ranks side by side: nothing can be judged, even "no straggler".
+    """
     stragglers = [(f["rank"], f["cause"]) for f in rank_findings if f["code"] == "GD601"]
     expected = EXPECTED[mode]
+    if ranks_table is not None and len(ranks_table) < 2 and not stragglers:
+        return "not judged: ranks not watched (no Ranks table)"
     if expected is None:
         return "ok" if not rank_findings else "false positive"
     if expected in stragglers and len(stragglers) == 1:

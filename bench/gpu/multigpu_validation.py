@@ -1,7 +1,8 @@
 """Multi-GPU validation in one call: DDP and FSDP over NCCL, healthy and with one slowed rank.
 
 Run on the GPU machine from the repository root (2 GPUs, gpudoctor installed; NVLink multicast
-stays off — every job gets ``NCCL_NVLS_ENABLE=0``)::
+stays off — every job gets ``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1`` and
+``NVSHMEM_DISABLE_NVLS=1``)::
 
     python3 bench/gpu/multigpu_validation.py            # writes to $OUT when set, else --out
     python3 bench/gpu/multigpu_validation.py --device cpu --budget-s 300   # gloo dry run (no GPU)
@@ -121,10 +122,13 @@ class Validation:
         self.out = Path(args.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.stage = Path(tempfile.mkdtemp(prefix="gd-mg-stage-")) / "jobs"  # packed into $OUT/jobs.tar.gz
-        self.base_env = {**os.environ, "NCCL_NVLS_ENABLE": "0"}
+        # NVLink multicast stays off on the shared GPU host (KINDS.md): for NCCL, PyTorch and NVSHMEM.
+        self.base_env = {**os.environ, "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                         "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1"}
         self.agent_env = agent_env(self.base_env)
         self.gpudoctor = [sys.executable, "-m", "gpudoctor"]
         self.results: list[dict[str, Any]] = []
+        self.last_startup_s = 0.0
         self.extra: dict[str, Any] = {"overhead": None, "analyze": {}}
 
     def left_s(self) -> float:
@@ -163,7 +167,8 @@ class Validation:
         if way == "attach":
             proc = subprocess.Popen(job, env=self.agent_env, start_new_session=True, stdout=log, stderr=log)
         else:
-            duration = self.run_warmup_s + self.attach_s
+            # the report comes `duration` s after the agent answers: cover start-up (as measured so far) + the watch
+            duration = round(max(self.run_warmup_s, self.last_startup_s + 10) + self.attach_s)
             res["run_duration_s"] = duration
             cmd = [*self.gpudoctor, "run", "--duration", str(duration), "--window", "2", "--no-stacks",
                    "--no-dashboard", "--format", "json", "-o", str(report_file), "--", *job]
@@ -183,7 +188,7 @@ class Validation:
                 res["exit_code"] = att.returncode
                 report_text = att.stdout
             else:
-                limit = time.monotonic() + self.run_warmup_s + self.attach_s + 90
+                limit = time.monotonic() + duration + 90
                 while not _complete_json(report_file) and time.monotonic() < min(limit, self.deadline - 10):
                     if proc.poll() is not None:
                         break
@@ -199,13 +204,14 @@ class Validation:
                 return res
             res["report"] = report
             res.update(summarize_report(report))
-            res["verdict"] = verdict(mode, res["rank_findings"])
+            res["verdict"] = verdict(mode, res["rank_findings"], res["ranks_table"])
             rows = read_rows(work)
             slow_from = min((r["t"] for rr in rows.values() for r in rr if r.get("slow")), default=None)
             res["slow_seen_s"] = round(t_report - slow_from, 1) if slow_from else None
             res["job"] = job_stats(rows, max(t_watch, slow_from or t_watch), t_report)
             res["job_alive_after"] = proc.poll() is None and _alive_ranks(proc) >= 2
             res["startup_s"] = round(t_watch - t_start, 1)
+            self.last_startup_s = max(self.last_startup_s, res["startup_s"])
             if strategy == "ddp" and mode == "healthy" and not self.args.skip_overhead:
                 self.extra["overhead"] = self.overhead(proc, work)
         except Exception as exc:  # keep partial results
@@ -299,7 +305,8 @@ class Validation:
     def run(self) -> int:
         wanted = [tuple(s.split(":")) for s in self.args.only.split(",")] if self.args.only else ORDER
         for strategy, mode in wanted:
-            need = self.run_warmup_s + self.attach_s + 15 if STRATEGY_WAY[strategy] == "run" else 75
+            need = (max(self.run_warmup_s, self.last_startup_s + 10) + self.attach_s + 15
+                    if STRATEGY_WAY[strategy] == "run" else 75)
             if self.left_s() < need:
                 self.results.append({"strategy": strategy, "mode": mode, "way": STRATEGY_WAY[strategy],
                                      "error": "skipped: time budget spent"})

@@ -114,6 +114,8 @@ def test_summary_and_verdicts_from_canned_reports() -> None:
     assert mv.verdict("compute", s["rank_findings"]) == "rank ok, cause input"
     assert mv.verdict("healthy", s["rank_findings"]) == "false positive"
     assert mv.verdict("healthy", []) == "ok" and mv.verdict("compute", []) == "missed"
+    assert mv.verdict("healthy", [], RANKS_TABLE["rows"]) == "ok"
+    assert mv.verdict("healthy", [], []).startswith("not judged")  # the session saw no ranks: no verdict
     wrong = dict(GD601, location={"rank": 0})
     assert mv.verdict("input", mv.summarize_report(_report(wrong))["rank_findings"]) == "wrong rank"
 
