@@ -32,6 +32,7 @@ from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
 from gpudoctor.live.priority import lower_thread_priority
 from gpudoctor.live.process import ProcessCollector
+from gpudoctor.live.profileanalysis import analyze_profile_traces
 from gpudoctor.live.rankprofile import RankProfile, rank_profile_rows
 from gpudoctor.live.rankwatch import RankMonitor
 from gpudoctor.live.samples import (
@@ -403,32 +404,20 @@ class LiveSession:
 def analyze_trace_set(paths: list[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]]
                       ) -> tuple[list[Finding], str, Any]:
     """Findings of one profile window's rank traces analysed as a set; (findings, note, report)."""
-    try:
-        from gpudoctor.trace.analysis import analyze_paths
-    except ImportError:
-        return [], f"profile traces written ({', '.join(paths)}); trace analysis is not available in this build.", None
-    try:
-        report = analyze_paths(paths, catalog=catalog, options=options)
-    except Exception as exc:  # a trace we cannot read must not end the session
-        return [], f"could not analyse the ranks' profile traces: {exc}", None
+    report, why = analyze_profile_traces(paths, catalog, options)
+    if report is None:
+        return [], f"could not analyse the ranks' profile traces: {why}", None
     return (list(report.findings), f"profile traces of {len(paths)} ranks analysed ({len(report.findings)} findings): "
             + ", ".join(paths), report)
 
 
 def analyze_trace(path: str, catalog: Catalog, options: Mapping[str, Mapping[str, Any]]
                   ) -> tuple[list[Finding], str | None]:
-    """Findings of a profiler trace via the trace analyzer; (findings, one-line note)."""
-    try:
-        from gpudoctor.commands.analyze import analyze_paths  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return [], f"profile trace written to {path}; trace analysis is not available in this build."
-    try:
-        result: Any = analyze_paths([path], catalog=catalog, options=options)
-    except TypeError:
-        result = analyze_paths([path])
-    except Exception as exc:  # a trace we cannot read must not end the session
-        return [], f"could not analyse the profile trace {path}: {exc}"
-    findings = list(getattr(result, "findings", result if isinstance(result, list) else []))
+    """Findings of a profiler trace via the trace analyzer (in a child process); (findings, note)."""
+    report, why = analyze_profile_traces([path], catalog, options)
+    if report is None:
+        return [], f"could not analyse the profile trace {path}: {why}"
+    findings = list(report.findings)
     return findings, f"profile trace analysed: {path} ({len(findings)} findings)."
 
 

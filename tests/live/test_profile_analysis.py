@@ -1,0 +1,43 @@
+"""Profile traces are analysed in a spawned child process: same findings as in-process, one sentence
+(and no hang) for a file that is not a trace or an analysis that takes too long."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.catalog import load_catalog
+from gpudoctor.live.profileanalysis import analyze_profile_traces
+from gpudoctor.trace.analysis import analyze_paths
+
+TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
+RANKS = TRACES / "public" / "hta" / "trace_filter"
+
+
+def test_child_gives_the_same_report_as_in_process() -> None:
+    if not RANKS.is_dir():
+        pytest.skip(f"{RANKS} is not here")
+    catalog = load_catalog()
+    paths = [str(p) for p in sorted(RANKS.glob("*.json.gz"))]
+    report, why = analyze_profile_traces(paths, catalog, {})
+    assert why is None and report is not None
+    here = analyze_paths(paths, catalog=catalog, options={})
+    assert [(f.code, f.location.rank) for f in report.findings] == [(f.code, f.location.rank) for f in here.findings]
+    assert [r["idle_pct"] for r in report.data["ranks"]] == [r["idle_pct"] for r in here.data["ranks"]]
+
+
+def test_a_file_that_is_not_a_trace_gives_one_sentence(tmp_path: Path) -> None:
+    bad = tmp_path / "trace.json"
+    bad.write_text(json.dumps({"hello": "world"}))
+    report, why = analyze_profile_traces([str(bad)], load_catalog(), {})
+    assert report is None and why and "\n" not in why
+
+
+def test_a_slow_analysis_is_stopped(tmp_path: Path) -> None:
+    if not RANKS.is_dir():
+        pytest.skip(f"{RANKS} is not here")
+    paths = [str(p) for p in sorted(RANKS.glob("*.json.gz"))]
+    report, why = analyze_profile_traces(paths, load_catalog(), {}, timeout_s=0.01)
+    assert report is None and why is not None and "longer than" in why
