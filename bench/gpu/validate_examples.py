@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import json
 import sys
 import tempfile
 import time
@@ -91,7 +92,7 @@ def measure(job: Job, ex: Example, fix: bool, s: Settings, budget: Budget, workd
     if err:
         v.errors.append(f"passive attach {err}")
     if passive is not None:
-        passive_path.write_text(_dump(passive))
+        passive_path.write_text(json.dumps(passive))
         v.report_path = passive_path
         v.codes |= codes_of(passive)
         v.step_samples = len(((passive.get("steps") or {}).get("step_ms")) or [])
@@ -122,12 +123,6 @@ def measure(job: Job, ex: Example, fix: bool, s: Settings, budget: Budget, workd
     return v
 
 
-def _dump(data: object) -> str:
-    import json
-
-    return json.dumps(data)
-
-
 def run_ddp(ex: Example, fix: bool, s: Settings, budget: Budget, workdir: Path) -> Variant:
     """``ddp_straggler`` spawns its own ranks: per-rank traces, ``analyze --per-step``."""
     from _common import parse_result_line
@@ -148,7 +143,7 @@ def run_ddp(ex: Example, fix: bool, s: Settings, budget: Budget, workdir: Path) 
     else:
         v.codes |= codes_of(analyzed)
         v.report_path = workdir / f"ddp_{'fixed' if fix else 'unfixed'}.json"
-        v.report_path.write_text(_dump(analyzed))
+        v.report_path.write_text(json.dumps(analyzed))
         v.step_samples = sum(1 for t in (analyzed or {}).get("tables", []) if t.get("key") == "steps"
                              for _ in t.get("rows", []))
     return v
