@@ -25,7 +25,7 @@ from gpudoctor.trace.reader import RankTrace
 
 #: A slow rank running at most this many times the faster ranks' ``aten::`` ops per step does the same work.
 SAME_WORK_RATIO = 1.1
-#: Its GPU busy at least this many times longer per step than theirs: the same work ran slower on the GPU.
+#: Its GPU busy at least this many times longer per step than theirs: not a host-side slowdown.
 SLOW_GPU_RATIO = 1.25
 
 
@@ -172,10 +172,12 @@ def _likely_cause(excess_ms: float, own: _Work, ref: _Work) -> dict[str, FactVal
     """The slow rank's likely cause from its own work against the faster ranks'.
 
     ``input`` when its extra DataLoader time per step explains at least half of its extra time (as
-    the live side decides). Otherwise, when it ran about the same number of ``aten::`` ops per step
-    (within :data:`SAME_WORK_RATIO`), the same work ran slower: ``gpu`` when its GPU was busy at
-    least :data:`SLOW_GPU_RATIO` × longer per step, else ``cpu`` (its host was starved of CPU or is
-    slower). Only more ops per step is ``compute`` (extra work).
+    the live side decides). ``cpu`` when it ran about the same number of ``aten::`` ops per step
+    (within :data:`SAME_WORK_RATIO`) and its GPU was not busier (less than :data:`SLOW_GPU_RATIO` ×,
+    or no GPU): the same work took longer on the host — starved of CPU, most likely. Everything else
+    is ``compute``: more ops per step, or the same ops keeping the GPU busier, which a trace cannot
+    split into more data per op (uneven batches or sequence lengths) and a slower GPU (the live side
+    can, from NVML).
     """
     if own.loader_ms is not None and ref.loader_ms is not None and own.loader_ms - ref.loader_ms >= 0.5 * excess_ms:
         return {"straggler_cause": "input", "cause_detail":
@@ -183,19 +185,20 @@ def _likely_cause(excess_ms: float, own: _Work, ref: _Work) -> dict[str, FactVal
     loader = ""
     if own.loader_ms is not None and ref.loader_ms is not None:
         loader = f" with about the same DataLoader time ({own.loader_ms:.1f} vs {ref.loader_ms:.1f} ms/step)"
-    if own.aten_ops and ref.aten_ops and own.aten_ops <= SAME_WORK_RATIO * ref.aten_ops:
-        same = (f"it runs the same work as the faster ranks ({own.aten_ops:.0f} vs {ref.aten_ops:.0f} aten ops "
-                f"per step) {excess_ms:.1f} ms/step slower")
-        if own.gpu_busy_ms and ref.gpu_busy_ms and own.gpu_busy_ms >= SLOW_GPU_RATIO * ref.gpu_busy_ms:
-            return {"straggler_cause": "gpu", "cause_detail":
-                    f"{same}: its GPU is busy {own.gpu_busy_ms:.1f} ms/step vs {ref.gpu_busy_ms:.1f} ms "
-                    f"(a throttled, shared or slower GPU)"}
+    ops = f" ({own.aten_ops:.0f} vs {ref.aten_ops:.0f} aten ops per step)" if own.aten_ops and ref.aten_ops else ""
+    same_ops = bool(own.aten_ops and ref.aten_ops and own.aten_ops <= SAME_WORK_RATIO * ref.aten_ops)
+    gpu_busier = bool(own.gpu_busy_ms and ref.gpu_busy_ms and own.gpu_busy_ms >= SLOW_GPU_RATIO * ref.gpu_busy_ms)
+    if same_ops and not gpu_busier:
         return {"straggler_cause": "cpu", "cause_detail":
-                f"{same}{loader}: its host was starved of CPU (more busy processes than cores) or is slower"}
-    detail = f"{excess_ms:.1f} ms/step more work outside collectives than the faster ranks"
-    if own.aten_ops and ref.aten_ops:
-        detail += f" ({own.aten_ops:.0f} vs {ref.aten_ops:.0f} aten ops per step)"
-    return {"straggler_cause": "compute", "cause_detail": detail + loader}
+                f"it runs the same work as the faster ranks{ops}, {excess_ms:.1f} ms/step slower on the host"
+                f"{loader}: starved of CPU (more busy processes than cores) or larger inputs per op"}
+    if same_ops:
+        return {"straggler_cause": "compute", "cause_detail":
+                f"it runs the same ops as the faster ranks{ops} but its GPU is busy {own.gpu_busy_ms:.1f} ms/step "
+                f"vs {ref.gpu_busy_ms:.1f} ms: more data per op (uneven batches or sequence lengths) or a "
+                f"throttled, shared or slower GPU"}
+    return {"straggler_cause": "compute", "cause_detail":
+            f"{excess_ms:.1f} ms/step more work outside collectives than the faster ranks{ops}{loader}"}
 
 
 def _number(value: FactValue | None) -> float | None:
