@@ -133,7 +133,7 @@ def docs_section(results_dir: Path, rows: list[dict[str, Any]], worst: float | N
         "rank; rank 1 slowed by extra matmuls (+50% of the healthy step) or by a slow dataset (its loader delivers "
         "a batch per 2× the healthy step)). DDP: torchrun started with the agent's environment and "
         "`gpudoctor attach <torchrun pid> --duration 18 --format json`; FSDP (`fully_shard`): "
-        "`gpudoctor run --duration … --format json -- torchrun …`. *job step ms* = the ranks' own CUDA-event "
+        "`gpudoctor run --duration … --format json -- torchrun …`. *job step ms* = mean of the ranks' own CUDA-event "
         "step times while watched; *Ranks table* = the report's per-rank rows.", "",
         fragment, "",
         "Profile window of every rank (steps 20–25 of the healthy runs) — gpudoctor vs HTA 0.5.0 on the same "

@@ -114,8 +114,8 @@ def markdown(results: list[dict[str, Any]], extra: dict[str, Any], machine: dict
     if machine:
         out.append(f"Machine: {', '.join(machine.get('gpus') or ['no GPU'])}; python {machine.get('python')}, "
                    f"torch {machine.get('torch')}, gpudoctor {machine.get('gpudoctor')}, {machine.get('cpus')} CPUs.\n")
-    out += ["| strategy | mode | how attached | expected | GD601/GD610 (rank, cause) | verdict | job step ms r0 / r1 "
-            "| data wait ms r0 / r1 | Ranks table (gpudoctor) | other findings | job alive after |",
+    out += ["| strategy | mode | how attached | expected | GD601/GD610 (rank, cause) | verdict | job step ms r0 / r1 (mean) "
+            "| data wait ms r0 / r1 (mean) | Ranks table (gpudoctor) | other findings | job alive after |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         exp = EXPECTED.get(r["mode"])

@@ -59,6 +59,9 @@ ORDER = [("ddp", "healthy"), ("fsdp", "healthy"), ("ddp", "input"), ("ddp", "com
          ("fsdp", "compute")]
 #: Per device: (attach seconds, calibration steps, start-up timeout s, gpudoctor-run warm-up s, overhead window s).
 SETTINGS = {"cuda": (18, 20, 150, 40, 8), "cpu": (14, 10, 150, 30, 5)}
+#: Slowdown sizes per device (compute factor, input factor): on the shared 2-core CPU both ranks compete
+#: for the same cores, so the dry run slows rank 1 harder to keep it visible.
+FACTORS = {"cuda": (0.5, 2.0), "cpu": (1.5, 4.0)}
 TRACE_BUDGET_BYTES = 40_000_000
 FILE_LIMIT_BYTES = 15_000_000  # the device machine returns files of at most 16 MiB
 
@@ -90,17 +93,21 @@ def read_rows(out: Path, world: int = 2) -> dict[int, list[dict[str, Any]]]:
 
 
 def job_stats(rows: dict[int, list[dict[str, Any]]], since_t: float, until_t: float) -> dict[int, dict[str, Any]]:
-    """Per rank, the medians of its own rows between two wall times (the watched part of the run)."""
+    """Per rank, the means of its own rows between two wall times (the watched part of the run).
+
+    Means, not medians: an input-bound rank with 2 loader workers alternates long and short steps
+    (one worker's batch is ready, the next is not), and a median then lands on either mode.
+    """
     out = {}
     for rank, rr in rows.items():
         sel = [r for r in rr if since_t <= r["t"] <= until_t] or rr[-20:]
         if not sel:
             continue
 
-        def med(key: str, sel: list[dict[str, Any]] = sel) -> float:
-            return round(float(statistics.median(r[key] for r in sel)), 2)
-        out[rank] = {"steps": len(sel), "step_ms": med("step_ms"), "wall_ms": med("wall_ms"),
-                     "data_wait_ms": med("data_wait_ms"), "slow": any(r.get("slow") for r in sel)}
+        def mean(key: str, sel: list[dict[str, Any]] = sel) -> float:
+            return round(float(statistics.fmean(r[key] for r in sel)), 2)
+        out[rank] = {"steps": len(sel), "step_ms": mean("step_ms"), "wall_ms": mean("wall_ms"),
+                     "data_wait_ms": mean("data_wait_ms"), "slow": any(r.get("slow") for r in sel)}
     return out
 
 
@@ -138,6 +145,7 @@ class Validation:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(JOB),
                "--strategy", strategy, "--mode", mode, "--device", self.device, "--backend", self.backend,
                "--calib-steps", str(self.calib), "--max-seconds", str(int(max(60.0, self.left_s()))),
+               "--compute-factor", str(FACTORS[self.device][0]), "--input-factor", str(FACTORS[self.device][1]),
                "--out", str(out)]
         if profile:
             cmd += ["--profile-dir", str(out / "prof"), "--profile-steps", "20:25"]
