@@ -241,4 +241,5 @@ def environment(cpu: bool) -> dict[str, str]:
     rc, out, _ = run_cmd([*GD, "--version"], 30)
     env["gpudoctor"] = out.strip() or "not importable"
     env["cpus"] = str(os.cpu_count())
+    env["load average at start"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     return env
