@@ -18,15 +18,19 @@ STRAGGLER_RE = re.compile(r"straggler \(([^)]+)\)")
 def summarize_report(report: dict[str, Any]) -> dict[str, Any]:
     """What a gpudoctor report says about ranks: GD601/GD610 (rank, cause), the Ranks table, the rest."""
     findings = report.get("findings", [])
-    rank_findings = [{"code": f["code"], "rank": (f.get("location") or {}).get("rank"),
-                      "cause": (m.group(1) if (m := STRAGGLER_RE.search(f.get("message", ""))) else None),
-                      "message": f.get("message", "")[:200]}
-                     for f in findings if f["code"] in ("GD601", "GD610")]
+    def row(f: dict[str, Any]) -> dict[str, Any]:
+        return {"code": f["code"], "rank": (f.get("location") or {}).get("rank"),
+                "cause": (m.group(1) if (m := STRAGGLER_RE.search(f.get("message", ""))) else None),
+                "message": f.get("message", "")[:200]}
+    # live verdicts judge the scenario; verdicts from the all-ranks profile window are kept apart
+    rank_findings = [row(f) for f in findings
+                     if f["code"] in ("GD601", "GD610", "GD613") and f.get("source", "live") != "trace"]
+    profile_findings = [row(f) for f in findings if f["code"] in ("GD601", "GD602") and f.get("source") == "trace"]
     table = next((t["rows"] for t in report.get("tables", []) if t.get("key") == "ranks"), None)
     if table is None and isinstance(report.get("ranks"), list):
         table = report["ranks"]
-    return {"rank_findings": rank_findings, "ranks_table": table or [],
-            "other": sorted({f["code"] for f in findings} - {"GD601", "GD610"}),
+    return {"rank_findings": rank_findings, "profile_findings": profile_findings, "ranks_table": table or [],
+            "other": sorted({f["code"] for f in findings} - {"GD601", "GD602", "GD610", "GD613"}),
             "agent": (report.get("agent") or {}).get("status")}
 
 
@@ -114,15 +118,16 @@ def markdown(results: list[dict[str, Any]], extra: dict[str, Any], machine: dict
     if machine:
         out.append(f"Machine: {', '.join(machine.get('gpus') or ['no GPU'])}; python {machine.get('python')}, "
                    f"torch {machine.get('torch')}, gpudoctor {machine.get('gpudoctor')}, {machine.get('cpus')} CPUs.\n")
-    out += ["| strategy | mode | how attached | expected | GD601/GD610 (rank, cause) | verdict | job step ms r0 / r1 (mean) "
-            "| data wait ms r0 / r1 (mean) | Ranks table (gpudoctor) | other findings | job alive after |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out += ["| strategy | mode | how attached | expected | GD601/GD610 live (rank, cause) | verdict | job step ms r0 / r1 (mean) "
+            "| data wait ms r0 / r1 (mean) | Ranks table (gpudoctor) | all-ranks profile window (post-hoc) | other findings "
+            "| job alive after |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         exp = EXPECTED.get(r["mode"])
         how = "`attach <torchrun pid>`" if r.get("way") == "attach" else "`run -- torchrun …`"
         out.append(f"| {r['strategy']} | {r['mode']} | {how} | "
                    f"{'no straggler' if exp is None else f'rank {exp[0]} ({exp[1]})'} | {_findings_cell(r)} | "
-                   f"{r.get('verdict', '–')} | {_job_cell(r)} | {_wait_cell(r)} | {_ranks_cell(r)} | "
+                   f"{r.get('verdict', '–')} | {_job_cell(r)} | {_wait_cell(r)} | {_ranks_cell(r)} | {_profile_cell(r)} | "
                    f"{', '.join(r.get('other', [])) or 'none'} | {r.get('job_alive_after', '–')} |")
     analyze = extra.get("analyze") or {}
     if analyze:
@@ -147,3 +152,14 @@ def markdown(results: list[dict[str, Any]], extra: dict[str, Any], machine: dict
                    f" vs {_v(base.get('no_agent_steps_per_s'))} steps/s → {_v(base.get('agent_pct'))}%"
                    + (f" ({base['error']})" if base.get("error") else "") + ".")
     return "\n".join(out)
+
+
+def _profile_cell(r: dict[str, Any]) -> str:
+    """The attach --profile window on every rank: its status and post-hoc GD601/GD602."""
+    prof = r.get("rank_profile")
+    if not prof:
+        return "–"
+    found = "; ".join(f"{f['code']} rank {f['rank']}" + (f" ({f['cause']})" if f.get("cause") else "")
+                      for f in r.get("profile_findings", [])) or "no GD601/GD602"
+    overlap = ", ".join(f"r{x.get('rank')} overlap {_v(x.get('overlap_pct'))}%" for x in prof.get("ranks", []))
+    return f"{prof.get('status')}: {found}" + (f" ({overlap})" if overlap else "")

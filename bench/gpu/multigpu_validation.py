@@ -11,8 +11,10 @@ What it does, inside ``--budget-s`` (default 540 s; partial results are always p
 
 a. ``bench/gpu/dist_job.py`` (small GPT, bf16 autocast, fused AdamW, 2 loader workers) under
    ``torchrun`` on 2 ranks, for ddp and fsdp × healthy / compute / input (rank 1 slowed). DDP runs
-   the way a user attaches to a running job — torchrun started with the agent's environment
-   (``agent_env``), then ``gpudoctor attach <torchrun pid> --duration N --format json``; FSDP runs
+   the way a user attaches to a job started without gpudoctor — plain torchrun, then ``gpudoctor
+   attach <torchrun pid> --duration N --profile 5 --format json``, which injects an agent into every
+   rank (its DDP comm hook measures the collective wait), profiles every rank at once and detaches
+   the agents at the end; FSDP runs
    under ``gpudoctor run --duration N --format json -o FILE -- torchrun …``. Each scenario records
    the GD601/GD610 findings (rank, cause), the report's Ranks table, the other findings, the ranks'
    own step times (their jsonl) and whether the job was alive after the report.
@@ -22,7 +24,8 @@ c. The healthy runs profile steps 20–25 on every rank; the traces are copied (
    ``$OUT/traces/<strategy>/`` and ``gpudoctor analyze <dir> --format json`` runs on them (its JSON
    goes into multigpu.json); bench/hta_rank_overlap.py checks them against HTA later.
 d. Attach overhead on the healthy DDP job with all ranks watched: its own step rate (rank 0's
-   jsonl) in alternating windows, unattached / ``gpudoctor attach --duration W`` (goal ≥ 99.5%).
+   jsonl) in alternating windows, unattached / ``gpudoctor attach --duration W`` (goal ≥ 99.5%);
+   each attached window injects the agents into both ranks and detaches them (so it includes that).
 e. A table after each scenario and at the end. $OUT gets at most 7 files (the device machine sends
    back 8 files, ≤ 16 MiB each, ≤ 2 folders down): ``multigpu.json`` (results, every gpudoctor
    report and analyze JSON), ``multigpu.md`` (the tables), ``jobs.tar.gz`` (each scenario's rank
@@ -172,8 +175,8 @@ class Validation:
         log = (work / "launcher.log").open("wb")
         report_file = work / "report.json"
         t_start = time.time()
-        if way == "attach":
-            proc = subprocess.Popen(job, env=self.agent_env, start_new_session=True, stdout=log, stderr=log)
+        if way == "attach":  # a job started without gpudoctor: attach injects the agents itself
+            proc = subprocess.Popen(job, env=self.base_env, start_new_session=True, stdout=log, stderr=log)
         else:
             # the report comes `duration` s after the agent answers: cover start-up (as measured so far) + the watch
             duration = round(max(self.run_warmup_s, self.last_startup_s + 10) + self.attach_s)
@@ -190,7 +193,7 @@ class Validation:
             t_watch = time.time()
             if way == "attach":
                 att = subprocess.run([*self.gpudoctor, "attach", str(proc.pid), "--duration", str(self.attach_s),
-                                      "--window", "2", "--no-agent", "--no-stacks", "--format", "json"],
+                                      "--window", "2", "--profile", "5", "--no-stacks", "--format", "json"],
                                      capture_output=True, text=True, env=self.base_env,
                                      timeout=max(5.0, min(self.attach_s + 90, self.left_s() - 10)))
                 res["exit_code"] = att.returncode
@@ -212,6 +215,7 @@ class Validation:
                 return res
             res["report"] = report
             res.update(summarize_report(report))
+            res["rank_profile"] = report.get("rank_profile")
             res["verdict"] = verdict(mode, res["rank_findings"], res["ranks_table"])
             rows = read_rows(work)
             slow_from = min((r["t"] for rr in rows.values() for r in rr if r.get("slow")), default=None)
@@ -243,7 +247,7 @@ class Validation:
                 time.sleep(w)
             else:
                 subprocess.run([*self.gpudoctor, "attach", str(proc.pid), "--duration", str(w), "--window", "2",
-                                "--no-agent", "--no-stacks", "--format", "json"], capture_output=True,
+                                "--no-stacks", "--format", "json"], capture_output=True,
                                timeout=max(5.0, min(w + 60, self.left_s() - 10)), env=self.base_env)
             windows.append(("attached" if i % 2 else "alone", a, time.time()))
         rows = read_rows(work)[0]

@@ -70,16 +70,18 @@ GPU_ORDER = ("healthy", "input_bound", "no_autocast", "tf32_off", "host_sync", "
 
 
 def measure(job: Job, ex: Example, fix: bool, s: Settings, budget: Budget, workdir: Path,
-            pool: cf.ThreadPoolExecutor) -> Variant:
+            pool: cf.ThreadPoolExecutor, starter: Starter) -> Variant:
     """Alone → passive attach (→ alone) → profile attach, on one running job."""
     v = Variant(fix)
     tag = f"{ex.name}_{'fixed' if fix else 'unfixed'}"
+    starter.before_go()
     job.go()
     t_go = time.monotonic()
     if not job.wait_warm(budget.timeout(s.warm_s)):
         v.errors.append(f"no progress {time.monotonic() - t_go:.0f} s after go (alive: {job.alive()}): "
                         + " | ".join(job.stderr_tail[-2:])[:200])
         return v
+    starter.wait_stopped()  # the previous job has left the GPU before anything is timed
     v.warm_s = time.monotonic() - t_go
     v.rate_alone = job.window_rate(s.baseline_s)
     pid = str(job.pid)
@@ -129,7 +131,7 @@ def run_ddp(ex: Example, fix: bool, s: Settings, budget: Budget, workdir: Path) 
 
     v = Variant(fix)
     out = workdir / f"ddp_{'fixed' if fix else 'unfixed'}"
-    rc, stdout, err = run_cmd([sys.executable, "ddp_straggler.py", "--steps", "16" if s.cpu else "40",
+    rc, stdout, err = run_cmd([sys.executable, "ddp_straggler.py", "--steps", "16" if s.cpu else "30",
                                "--profile-dir", str(out), "--profile-steps", "10", "--device", s.device,
                                *(["--fix"] if fix else [])], budget.timeout(150), cwd=EXAMPLES_DIR)
     fields = parse_result_line(stdout)
@@ -177,13 +179,35 @@ def finish_row(row: Row, budget: Budget) -> None:
             after.errors.append(f"compare {err}")
 
 
+#: Examples that hold most of the GPU's memory: the next job may not start on the GPU until they exited.
+MEMORY_HOGS = ("memory_pressure",)
+
+
 class Starter:
-    """Starts each example job ahead of its turn, held before it touches the device."""
+    """Starts each example job ahead of its turn, held before it touches the device, and stops the
+    finished one in the background (its CUDA teardown overlaps the next job's start-up, never its
+    timed windows)."""
 
     def __init__(self, s: Settings) -> None:
         self.s = s
         self.queue: list[tuple[Example, bool]] = []
         self.ready: dict[tuple[str, bool], Job] = {}
+        self.stopping: list[tuple[str, cf.Future[object]]] = []
+        self._stopper = cf.ThreadPoolExecutor(max_workers=2)
+
+    def retire(self, job: Job) -> None:
+        self.stopping.append((job.name, self._stopper.submit(job.stop)))
+
+    def before_go(self) -> None:
+        """A job that parked most of the GPU's memory must be gone before the next one allocates."""
+        for name, fut in self.stopping:
+            if name.split()[0] in MEMORY_HOGS:
+                fut.result()
+
+    def wait_stopped(self) -> None:
+        for _, fut in self.stopping:
+            fut.result()
+        self.stopping.clear()
 
     def plan(self, examples: list[Example]) -> None:
         self.queue = [(e, fix) for e in examples if e.name != "ddp_straggler"
@@ -206,6 +230,8 @@ class Starter:
         for job in self.ready.values():
             job.stop()
         self.ready.clear()
+        self.wait_stopped()
+        self._stopper.shutdown()
 
 
 def validate(ex: Example, s: Settings, budget: Budget, workdir: Path, pool: cf.ThreadPoolExecutor,
@@ -216,13 +242,14 @@ def validate(ex: Example, s: Settings, budget: Budget, workdir: Path, pool: cf.T
     for fix in ((False,) if ex.name == "healthy" else (False, True)):
         try:
             if ex.name == "ddp_straggler":
+                starter.wait_stopped()
                 row.variants[fix] = run_ddp(ex, fix, s, budget, workdir)
                 continue
             job = starter.take(ex, fix)
             try:
-                row.variants[fix] = measure(job, ex, fix, s, budget, workdir, pool)
+                row.variants[fix] = measure(job, ex, fix, s, budget, workdir, pool, starter)
             finally:
-                job.stop()
+                starter.retire(job)
         except Exception as exc:  # one broken example must not lose the others' results
             row.variants[fix] = Variant(fix, errors=[f"{type(exc).__name__}: {exc}"])
     return row

@@ -55,7 +55,7 @@ class Settings:
     def for_mode(cls, cpu: bool) -> Settings:
         if cpu:  # a loaded 2-core VM: a few steps per second
             return cls(True, "cpu", 2, 120.0, 4.0, 8.0, 8.0, 2.0, 8.0, 8.0, 60.0)
-        return cls(False, "auto", 5, 120.0, 1.0, 4.0, 3.0, 1.5, 4.0, 3.0, 25.0)
+        return cls(False, "auto", 5, 120.0, 1.0, 4.0, 3.0, 1.5, 3.0, 3.0, 25.0)
 
 
 class Budget:
