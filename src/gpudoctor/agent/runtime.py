@@ -168,11 +168,12 @@ class Agent:
         return out
 
     def _collective_wait(self, window_s: float) -> dict[str, Any]:
-        """Median exposed all-reduce wait per step (ms) over the window, with how it was measured."""
+        """Exposed all-reduce wait per step (ms; mean and median) over the window, and how it was measured."""
         waits = sorted(self.collectives.waits_since(time.perf_counter() - window_s))
         out: dict[str, Any] = {"collective_timing": self.collectives.status}
         if waits:
-            out["collective_wait_ms_per_step"] = _quantile(waits, 0.5)
+            out["collective_wait_ms_per_step"] = sum(waits) / len(waits)
+            out["collective_wait_p50_ms"] = _quantile(waits, 0.5)
             out["collective_wait_steps"] = len(waits)
         return out
 

@@ -161,10 +161,12 @@ class RankWatch:
             if stats is None:
                 out.append(RankWindow(rank, rp.pid, cpu_run_delay_pct=delay_pct, **gpu_fields))
                 continue
-            step = stats.step_time_p50_ms
-            data = stats.data_wait_p50_ms
-            if data is None and stats.data_wait_pct is not None and step is not None:
-                data = stats.data_wait_pct * step / 100.0
+            # Means, not medians: a rank whose loader delivers in bursts alternates long and short
+            # steps, and a median lands on either mode; the mean is the rank's real pace.
+            step = 1000.0 / stats.steps_per_s if stats.steps_per_s else stats.step_time_p50_ms
+            data = stats.data_wait_pct * step / 100.0 if stats.data_wait_pct is not None and step else None
+            if data is None:
+                data = stats.data_wait_p50_ms
             out.append(RankWindow(
                 rank, rp.pid, steps_total=stats.steps_total, window_steps=stats.window_steps,
                 step_time_ms=step, data_wait_ms=data, h2d_ms=stats.h2d_ms_per_step,
