@@ -24,7 +24,7 @@ def main() -> None:
     device = setup(args, "channels_last_missing")
     on_cuda = device.type == "cuda"
     healthy_cuda_defaults(device)
-    batch, side, width = (args.batch_size or 128, 64, 64) if on_cuda else (args.batch_size or 8, 32, 16)
+    batch, side, width = (args.batch_size or 512, 64, 64) if on_cuda else (args.batch_size or 8, 32, 16)
     fmt = torch.channels_last if args.fix else torch.contiguous_format
     model = SmallConvNet(width=width, blocks=3).to(device)
     model.to(memory_format=fmt)  # type: ignore[call-overload]  # documented; not in the stubs

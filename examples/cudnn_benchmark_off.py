@@ -51,7 +51,7 @@ def main() -> None:
         torch.backends.cudnn.benchmark = True
         # gpudoctor-fix: end
         pass
-    batch, side, width = (args.batch_size or 128, 64, 64) if on_cuda else (args.batch_size or 8, 32, 16)
+    batch, side, width = (args.batch_size or 512, 64, 64) if on_cuda else (args.batch_size or 8, 32, 16)
     model = channels_last(conv_net(width).to(device), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
