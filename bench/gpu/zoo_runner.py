@@ -233,8 +233,10 @@ def static_codes(ex: Example, workdir: Path) -> tuple[set[str], set[str], str]:
 
 def environment(cpu: bool) -> dict[str, str]:
     env = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "python": sys.version.split()[0]}
-    rc, out, _ = run_cmd([sys.executable, "-c", "import torch;print(torch.__version__, torch.version.cuda, "
-                          "torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"], 180)
+    # runs next to the first example: torch's versions only, no CUDA context (a second process on
+    # the GPU would be reported as such, GD703); the GPU's name comes from nvidia-smi
+    rc, out, _ = run_cmd([sys.executable, "-c", "import torch;print(torch.__version__, 'CUDA', torch.version.cuda)"],
+                         180)
     env["torch"] = out.strip() if rc == 0 else "not importable"
     rc, out, _ = run_cmd(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"], 15)
     env["gpu"] = out.strip().replace("\n", "; ") if rc == 0 and not cpu else ("CPU mode" if cpu else "nvidia-smi failed")
