@@ -39,7 +39,7 @@ def test_slow_rank_is_named_with_its_cause(ddp_runs: Runs, mode: str, cause: str
     named = [r for r in reports if r.stragglers]
     assert named, "rank 1 was never slow for three windows in a row"
     for report in named:
-        assert [(v.rank, v.cause) for v in report.stragglers] == [(1, cause)]
+        assert [(v.rank, v.cause) for v in report.stragglers] == [(1, cause)], (report.stragglers, report.windows)
         assert report.stragglers[0].score is not None and report.stragglers[0].score < 0.75
     # The fast rank is never blamed, although its step time is the same.
     assert all(not v.is_straggler for r in reports for v in r.verdicts if v.rank == 0)

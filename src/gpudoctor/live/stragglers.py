@@ -11,9 +11,9 @@ Score (NVIDIA resiliency-ext's definition, applied to the time outside collectiv
 faster half of the ranks / this rank's own. A rank whose score stays below ``max_score`` (GD601's
 ``min_straggler_score``, default 0.75) for ``min_windows`` consecutive windows is a straggler. Its
 likely cause comes from its own evidence against the fast ranks': a longer data wait that explains
-at least half of its extra time → ``input``; a throttled or shared GPU → ``gpu``; a larger share of its
-runnable time spent waiting for a CPU than the fast ranks (≥ 1.5×, ≥ ``cpu_delay_pct``) → ``cpu``;
-otherwise it does more work → ``compute``.
+at least half of its extra time → ``input``; a throttled or shared GPU → ``gpu``; time waiting for a
+CPU (its run-queue share ≥ ``cpu_delay_pct`` × its time outside collectives, less the fast ranks')
+that explains at least half of its extra time → ``cpu``; otherwise it does more work → ``compute``.
 
 Desync (GD610): no rank made step progress for a while and the ranks sit at different step counts,
 or one of them exited — the ranks that are behind (or dead) are named. Hang (GD613): every rank is
@@ -200,9 +200,12 @@ def likely_cause(slow: RankWindow, fast: Sequence[RankWindow], own: float, ref_o
         return "gpu", f"{what}; {excess:.1f} ms/step extra outside collectives"
     ref_share = median([w.cpu_run_delay_pct or 0.0 for w in fast]) if fast else 0.0
     share = slow.cpu_run_delay_pct
-    if share is not None and share >= cpu_delay_pct and share >= 1.5 * ref_share:
+    # Waiting for a CPU per step ≈ share × time outside collectives (its runnable time); it is the
+    # cause when its extra wait explains at least half of the extra time, as for input.
+    extra_wait_ms = own * (share or 0.0) / 100.0 - ref_outside * ref_share / 100.0
+    if share is not None and share >= cpu_delay_pct and extra_wait_ms >= 0.5 * excess:
         return "cpu", (f"its main thread spent {share:.0f}% of its runnable time waiting for a CPU vs "
-                       f"{ref_share:.0f}% on the fast ranks")
+                       f"{ref_share:.0f}% on the fast ranks (~{extra_wait_ms:.1f} ms/step more)")
     own_compute = own - own_input
     ref_compute = ref_outside - ref_input
     return "compute", (f"it computes {own_compute:.1f} ms/step vs {ref_compute:.1f} ms on the fast ranks "
