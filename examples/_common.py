@@ -278,11 +278,22 @@ def parse_result_line(text: str) -> dict[str, str] | None:
     return None
 
 
+def _exit_with_parent() -> None:
+    """Linux: get SIGTERM when the process that started us exits, so a killed validation run leaves
+    no job training on the GPU (``--wait-for-go`` only; best effort)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 def setup(args: argparse.Namespace, name: str) -> torch.device:
     """Seed, pick the device and remember the example's name (for trace file names)."""
     args.example_name = name
     if getattr(args, "wait_for_go", False):
-        sys.stdin.readline()  # held after the imports, before any device work
+        _exit_with_parent()
+        if not sys.stdin.readline():  # held after the imports, before any device work
+            sys.exit("gpudoctor-example: stdin closed before the go line; not starting.")
     torch.manual_seed(args.seed)
     device = pick_device(args.device)
     if device.type == "cpu":
