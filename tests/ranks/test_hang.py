@@ -135,3 +135,13 @@ def test_where_a_rank_is_from_its_dump() -> None:
     assert parse_dump("Process 1: x\n", 1) is None
     full = "Thread 7 (idle)\n    wait (/usr/lib/python3.11/threading.py:320)\n    run (/srv/job/train.py:9)\n"
     assert parse_dump(full, 7) == "wait (threading.py:320) from run (train.py:9)"
+
+
+def test_a_rank_whose_steps_cannot_be_read_prevents_the_verdict() -> None:
+    """Rank 1's agent does not answer (no step count): rank 0 alone stalling is not called a hang."""
+    tracker = StragglerTracker()
+    unread = [RankWindow(0, steps_total=12, window_steps=8, step_time_ms=50.0), RankWindow(1)]
+    tracker.update(unread, now=0.0)
+    report = tracker.update(unread, now=300.0)
+    assert report.desync.stalled_s == 300.0
+    assert not _judge(report).findings

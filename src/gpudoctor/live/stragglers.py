@@ -338,6 +338,7 @@ def rank_factsets(report: RanksReport) -> list[FactSet]:
         "lagging_ranks": ", ".join(map(str, d.lagging_ranks)) or None,
         "dead_ranks": ", ".join(map(str, d.dead_ranks)) or "none",
         "dead_rank_count": len(d.dead_ranks),
+        "ranks_with_steps": len(d.since_step_s),
         "recent_step_time_s": round(d.recent_step_time_ms / 1000.0, 3) if d.recent_step_time_ms else None,
         "steps_by_rank": "; ".join(f"rank {r}: step {_steps_of(report, r)}, last step {s:.0f} s ago"
                                    for r, s in d.since_step_s) or None,
