@@ -23,11 +23,15 @@ import psutil
 
 from gpudoctor.exitcodes import UserError
 from gpudoctor.live.ranks import RankGroup, discover_ranks
+from gpudoctor.live.rankwhere import where_ranks
 from gpudoctor.live.samples import GpuSample
 from gpudoctor.live.stragglers import RanksReport, RankWindow, StragglerTracker, rank_factsets, rank_table
 from gpudoctor.model import FactSet
 
 log = logging.getLogger("gpudoctor.live.rankwatch")
+
+#: Seconds without a step on any rank before each rank's stack is dumped for the desync/hang evidence.
+WHERE_AFTER_STALL_S = 30.0
 
 
 def read_schedstat_ms(pid: int) -> tuple[float, float] | None:
@@ -253,7 +257,12 @@ class RankMonitor:
     def evaluate(self, now: float, gpus: Sequence[GpuSample] = ()) -> list[FactSet]:
         """Poll every rank and return this window's ``rank``/``ranks`` fact sets (never raises)."""
         try:
-            report = self.tracker.update(self.watch.poll(now, gpus), now)
+            windows = self.watch.poll(now, gpus)
+            where = None
+            if self.last is not None and self.last.desync.stalled_s >= WHERE_AFTER_STALL_S:
+                # no step for a while: one py-spy dump per rank says where each one is stuck (GD610/GD613)
+                where = where_ranks({w.rank: w.pid for w in windows if w.alive and w.pid})
+            report = self.tracker.update(windows, now, where=where)
         except Exception:
             log.debug("rank polling failed", exc_info=True)
             return []
