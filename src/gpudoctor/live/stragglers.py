@@ -195,8 +195,12 @@ def likely_cause(slow: RankWindow, fast: Sequence[RankWindow], own: float, ref_o
     if slow.data_wait_ms is not None and own_input - ref_input >= 0.5 * excess:
         return "input", (f"it waits {own_input:.1f} ms/step for data (and H2D copies) vs {ref_input:.1f} ms "
                          f"on the fast ranks")
-    if slow.gpu_throttled or slow.gpu_shared:
-        what = "its GPU is throttled" if slow.gpu_throttled else "another process shares its GPU"
+    # The GPU is the cause only when the slow rank's GPU is worse off than the fast ranks' — at full
+    # load every H100/H200 sits at its power cap, the fast ones too (measured on 2×H200).
+    throttled = slow.gpu_throttled and not any(w.gpu_throttled for w in fast)
+    shared = slow.gpu_shared and not any(w.gpu_shared for w in fast)
+    if throttled or shared:
+        what = "its GPU is throttled (the fast ranks' are not)" if throttled else "another process shares its GPU"
         return "gpu", f"{what}; {excess:.1f} ms/step extra outside collectives"
     ref_share = median([w.cpu_run_delay_pct or 0.0 for w in fast]) if fast else 0.0
     share = slow.cpu_run_delay_pct

@@ -157,7 +157,10 @@ class _Work:
         def med(key: str) -> float | None:
             xs = [float(v) for row in m.step_rows if isinstance(v := row.get(key), (int, float))]
             return statistics.median(xs) if xs else None
-        return cls(_number(m.values.get("dataloader_ms_per_step")), med("aten_ops"), med("gpu_busy_ms"))
+        # GPU time outside collective kernels: a fast rank's NCCL kernels spin while they wait for the
+        # slow rank and would make the fast rank look "busier" (measured on 2×H200).
+        return cls(_number(m.values.get("dataloader_ms_per_step")), med("aten_ops"),
+                   med("gpu_compute_ms") if any("gpu_compute_ms" in r for r in m.step_rows) else med("gpu_busy_ms"))
 
     @classmethod
     def reference(cls, works: Sequence[_Work]) -> _Work:

@@ -165,11 +165,15 @@ def step_rows(t: EventTable, ctx: Context) -> list[dict[str, Any]]:
     if not ctx.steps:
         return []
     busy: list[list[tuple[float, float]]] = [[] for _ in ctx.steps]
+    compute: list[list[tuple[float, float]]] = [[] for _ in ctx.steps]   # busy without collectives
     kernels = [0] * ctx.n_steps
+    comm_names = {j for j, name in enumerate(t.names) if kn.is_communication(name)}
     for i in ctx.device:
         k = ctx.step_of_device(t, i)
         if k is not None:
             busy[k].append((t.ts[i], t.ts[i] + t.dur[i]))
+            if t.name[i] not in comm_names:  # a fast rank's NCCL kernel spins while it waits
+                compute[k].append((t.ts[i], t.ts[i] + t.dur[i]))
             kernels[k] += t.kind[i] == K_KERNEL
     dl = [0.0] * ctx.n_steps
     for i in ctx.host_ops(t, lambda n: n.startswith("enumerate(DataLoader)")):
@@ -184,6 +188,7 @@ def step_rows(t: EventTable, ctx: Context) -> list[dict[str, Any]]:
             "step_time_ms": round(span / 1000.0, 3),
             "dataloader_ms": round(dl[k] / 1000.0, 3),
             "gpu_busy_ms": round(total(merge(busy[k])) / 1000.0, 3),
+            "gpu_compute_ms": round(total(merge(compute[k])) / 1000.0, 3),
             "kernels": kernels[k],
         })
     return rows
