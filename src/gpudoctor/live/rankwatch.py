@@ -199,8 +199,10 @@ def _quiet_detach(client: Any) -> None:
         pass
 
 
-#: Clock-event reasons that slow a GPU down (not idle or application clocks).
-_GPU_SLOWING = ("hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal", "sw_power_cap")
+#: Clock-event reasons that mean a GPU is worse off than its peers. Not the software power cap: every
+#: H100/H200 at full load sits at it, and a rank given extra work reaches it first (measured on
+#: 2×H200: the compute straggler's GPU was power-capped, its peer's not — extra work, not a bad GPU).
+_GPU_SLOWING = ("hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal")
 
 
 def _first(reply: dict[str, Any], names: Sequence[str]) -> float | None:
