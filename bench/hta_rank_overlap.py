@@ -131,8 +131,10 @@ def docs_section(results_dir: Path, rows: list[dict[str, Any]], worst: float | N
         "`python3 bench/gpu/multigpu_validation.py` (2×H200, NCCL, `NCCL_NVLS_ENABLE=0`; "
         "`bench/gpu/dist_job.py`: GPT 8×1024, seq 1024, bf16 autocast, fused AdamW, 2 pinned loader workers per "
         "rank; rank 1 slowed by extra matmuls (+50% of the healthy step) or by a slow dataset (its loader delivers "
-        "a batch per 2× the healthy step)). DDP: torchrun started with the agent's environment and "
-        "`gpudoctor attach <torchrun pid> --duration 18 --format json`; FSDP (`fully_shard`): "
+        "a batch per 2× the healthy step)). DDP: a plain `torchrun` (no gpudoctor in it) and `gpudoctor attach "
+        "<torchrun pid> --duration 18|26 --profile 5 --format json`, which injects an agent into each rank (its DDP "
+        "comm hook measures the collective wait), profiles every rank at once and detaches at the end; FSDP "
+        "(`fully_shard`): "
         "`gpudoctor run --duration … --format json -- torchrun …`. *job step ms* = mean of the ranks' own CUDA-event "
         "step times while watched; *Ranks table* = the report's per-rank rows.", "",
         fragment, "",

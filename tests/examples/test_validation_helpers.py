@@ -99,3 +99,16 @@ def test_every_example_has_cpu_expectations_within_its_gpu_expectations() -> Non
     zoo = sys.modules["zoo"]
     for ex in zoo.EXAMPLES:
         assert set(ex.expected_on(True)) <= set(ex.expected), ex.name
+
+
+def test_machine_imposed_codes_and_info_findings_are_not_false_positives() -> None:
+    """GD805 is imposed by a host that requires NCCL_NVLS_ENABLE=0 for every job; an info finding
+    (a GPU at its power cap) is not a diagnosis. Neither may count as a false positive."""
+    _validator()
+    import zoo_runner
+    import zoo_table
+
+    assert zoo_table.machine_extras({"NCCL_NVLS_ENABLE": "0"}) == {"GD805"}
+    assert zoo_table.machine_extras({}) == set()
+    report = {"findings": [{"code": "GD701", "severity": "info"}, {"code": "GD201", "severity": "warning"}]}
+    assert zoo_runner.codes_of(report) == {"GD201"}
