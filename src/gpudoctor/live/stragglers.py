@@ -102,6 +102,31 @@ class RankVerdict:
     is_straggler: bool
     cause: str | None = None
     cause_detail: str = ""
+    waited_on: bool = False                      # the other ranks wait for this one (see waited_on)
+    peer_wait_ms: float | None = None            # their median collective wait per step
+    peer_wait_pct: float | None = None           # … as a share of their step
+
+
+def waited_on(w: RankWindow, judged: Sequence[RankWindow], min_peer_wait_pct: float,
+              min_wait_ratio: float) -> tuple[bool, float | None, float | None]:
+    """Whether the other ranks wait for ``w`` in the all-reduce: (verdict, their wait ms, their wait %).
+
+    The second signal, beside the score: the others spend at least ``min_peer_wait_pct`` of their step
+    in the all-reduce and ``min_wait_ratio`` × longer than ``w``. It catches compute stragglers the score
+    understates on GPUs: while the fast ranks wait, their spinning NCCL kernels share the SMs and slow
+    their own backward, so part of the wait hides inside their compute (measured on 2×H200: a +50%
+    compute straggler scored 0.69–0.79 while its peer waited 22–32% of the step, 12–19× its own wait).
+    """
+    if w.collective_wait_ms is None:
+        return False, None, None
+    waits = [(x.collective_wait_ms, x.step_time_ms) for x in judged
+             if x.rank != w.rank and x.collective_wait_ms is not None and x.step_time_ms]
+    if not waits:
+        return False, None, None
+    peer_ms = median(wait for wait, _ in waits)
+    peer_pct = median(100.0 * wait / step for wait, step in waits)
+    return (peer_pct >= min_peer_wait_pct and peer_ms >= min_wait_ratio * max(w.collective_wait_ms, 0.1),
+            peer_ms, peer_pct)
 
 
 @dataclass(frozen=True)
@@ -234,6 +259,8 @@ class StragglerTracker:
     min_window_steps: int = 3
     min_excess_ms: float = 1.0
     cpu_delay_pct: float = 20.0
+    min_peer_wait_pct: float = 15.0
+    min_wait_ratio: float = 4.0
     _slow: dict[int, int] = field(default_factory=dict)
     _last_steps: dict[int, int] = field(default_factory=dict)
     _last_progress: float | None = None
@@ -245,7 +272,9 @@ class StragglerTracker:
         """Build from GD601's merged rule options (``min_straggler_score``, ``min_slow_windows``)."""
         opts = gd601 or {}
         return cls(max_score=float(opts.get("min_straggler_score", 0.75)),
-                   min_windows=int(opts.get("min_slow_windows", 3)), **kwargs)
+                   min_windows=int(opts.get("min_slow_windows", 3)),
+                   min_peer_wait_pct=float(opts.get("min_peer_wait_pct", 15.0)),
+                   min_wait_ratio=float(opts.get("min_wait_ratio", 4.0)), **kwargs)
 
     def update(self, windows: Iterable[RankWindow], now: float,
                where: Mapping[int, str] | None = None) -> RanksReport:
@@ -273,15 +302,18 @@ class StragglerTracker:
                                             self._slow.get(w.rank, 0), False))
                 continue
             own, ref, score = scores[w.rank]
-            slow = score < self.max_score and own - ref >= self.min_excess_ms
+            waited, peer_ms, peer_pct = waited_on(w, judged, self.min_peer_wait_pct, self.min_wait_ratio)
+            slow = (score < self.max_score or waited) and own - ref >= self.min_excess_ms
             self._slow[w.rank] = self._slow.get(w.rank, 0) + 1 if slow else 0
             count = self._slow[w.rank]
             cause, detail = None, ""
             if slow:
-                fast = [x for x in judged if x.rank in scores and scores[x.rank][2] >= self.max_score]
+                fast = [x for x in judged if x.rank in scores and x.rank != w.rank
+                        and (scores[x.rank][2] >= self.max_score or waited)]
                 cause, detail = likely_cause(w, fast, own, ref, self.cpu_delay_pct)
             verdicts.append(RankVerdict(w.rank, w.pid, own, ref, score, count,
-                                        slow and count >= self.min_windows, cause, detail))
+                                        slow and count >= self.min_windows, cause, detail,
+                                        waited, peer_ms, peer_pct))
         return RanksReport(now, tuple(verdicts), self._progress(wins, now, where or {}), wins, missing,
                            BASIS_MEASURED if measured else BASIS_DATA_ONLY)
 
@@ -329,6 +361,9 @@ def rank_factsets(report: RanksReport) -> list[FactSet]:
             "rank_collective_wait_ms": w.collective_wait_ms,
             "rank_compute_ms": w.compute_ms,
             "rank_steps_total": w.steps_total,
+            "waited_on": v.waited_on if v.score is not None else None,
+            "peer_collective_wait_ms": v.peer_wait_ms,
+            "peer_collective_wait_pct": v.peer_wait_pct,
         }
         out.append(FactSet("rank", Source.LIVE, {k: x for k, x in values.items() if x is not None},
                            Location(rank=v.rank, pid=v.pid), report.timestamp))
