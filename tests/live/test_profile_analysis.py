@@ -41,3 +41,21 @@ def test_a_slow_analysis_is_stopped(tmp_path: Path) -> None:
     paths = [str(p) for p in sorted(RANKS.glob("*.json.gz"))]
     report, why = analyze_profile_traces(paths, load_catalog(), {}, timeout_s=0.01)
     assert report is None and why is not None and "longer than" in why
+
+
+def test_works_from_a_parent_whose_main_module_cannot_be_reimported() -> None:
+    """A REPL or ``python -`` parent: a multiprocessing 'spawn' child would fail to re-run ``__main__``
+    and leave the parent waiting; the analysis child is a fresh interpreter and does not care."""
+    if not RANKS.is_dir():
+        pytest.skip(f"{RANKS} is not here")
+    import subprocess
+    import sys
+
+    code = ("from gpudoctor.catalog import load_catalog\n"
+            "from gpudoctor.live.profileanalysis import analyze_profile_traces\n"
+            f"report, why = analyze_profile_traces({[str(p) for p in sorted(RANKS.glob('*.json.gz'))]!r}, "
+            "load_catalog(), {}, timeout_s=60)\n"
+            "print('ranks', len(report.data['ranks']), why)\n")
+    done = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.strip() == "ranks 2 None"

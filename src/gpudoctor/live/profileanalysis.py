@@ -2,8 +2,11 @@
 
 Why this exists: parsing a profile trace (hundreds of thousands of events) holds the GIL for up to
 half a second at a time; done in the dashboard's own process it froze key handling (measured: GIL
-pauses of 418 ms on a 216k-event trace). A spawned child process parses instead, at the observers'
-low priority, and sends back only the report. If a child cannot be started, the analysis runs here.
+pauses of 418 ms on a 216k-event trace). A child process parses instead, at the observers' low
+priority, and sends back only the report. The child is a fresh interpreter
+(``python -m gpudoctor.live.profileanalysis``) fed a pickle on stdin — not a multiprocessing child,
+which would re-run the parent's ``__main__`` and hang the parent when that cannot be done (a REPL,
+``python -``). If no child can be started, the analysis runs here.
 
 What it must not do: fork the (threaded) dashboard process, wait without a bound, or raise: every
 failure becomes one sentence for the session's notes.
@@ -11,12 +14,15 @@ failure becomes one sentence for the session's notes.
 
 from __future__ import annotations
 
-import multiprocessing
+import os
+import pickle
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudoctor.catalog import Catalog
-from gpudoctor.live.priority import nice_child
+from gpudoctor.live.priority import OBSERVER_NICE
 
 #: A trace that takes longer than this to analyse is given up (the child is killed).
 ANALYSIS_TIMEOUT_S = 180.0
@@ -28,42 +34,44 @@ def _analyze(paths: Sequence[str], catalog: Catalog, options: Mapping[str, Mappi
     return analyze_paths(list(paths), catalog=catalog, options=options)
 
 
-def _child(paths: Sequence[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]], conn: Any) -> None:
-    nice_child()
-    try:
-        conn.send(("ok", _analyze(paths, catalog, options)))
-    except BaseException as exc:
-        conn.send(("error", str(exc) or type(exc).__name__))
-    finally:
-        conn.close()
-
-
 def analyze_profile_traces(paths: Sequence[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]],
                            timeout_s: float = ANALYSIS_TIMEOUT_S) -> tuple[Any, str | None]:
     """``(report, None)`` on success, ``(None, why)`` when the traces could not be analysed."""
+    request = pickle.dumps((list(paths), catalog, dict(options)))
     try:
-        ctx = multiprocessing.get_context("spawn")
-        receiver, sender = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_child, args=(list(paths), catalog, dict(options), sender),
-                            name="gpudoctor-trace-analysis", daemon=True)
-        child.start()
-    except Exception:  # no child process possible here: analyse in this process
+        done = subprocess.run([sys.executable, "-m", "gpudoctor.live.profileanalysis"], input=request,
+                              capture_output=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"the analysis took longer than {timeout_s:.0f} s and was stopped"
+    except OSError:  # no child process possible here: analyse in this process
         try:
             return _analyze(paths, catalog, options), None
         except Exception as exc:
             return None, str(exc) or type(exc).__name__
-    sender.close()
     try:
-        if not receiver.poll(timeout_s):
-            return None, f"the analysis took longer than {timeout_s:.0f} s and was stopped"
-        status, payload = receiver.recv()
-    except (EOFError, OSError):
-        return None, f"the analysis process ended without a result (exit code {child.exitcode})"
-    finally:
-        if child.is_alive():
-            child.join(timeout=5)
-        if child.is_alive():
-            child.kill()
-            child.join(timeout=5)
-        receiver.close()
+        status, payload = pickle.loads(done.stdout)
+    except Exception:
+        tail = (done.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return None, f"the analysis process ended without a result ({tail[:200]})"
     return (payload, None) if status == "ok" else (None, payload)
+
+
+def _child_main() -> int:
+    """The child: read the request pickle from stdin, write ``(status, report or sentence)`` to stdout."""
+    try:
+        os.nice(OBSERVER_NICE)
+    except OSError:
+        pass
+    out = sys.stdout.buffer
+    try:
+        paths, catalog, options = pickle.loads(sys.stdin.buffer.read())
+        result: tuple[str, Any] = ("ok", _analyze(paths, catalog, options))
+    except BaseException as exc:  # everything goes back as one sentence
+        result = ("error", str(exc) or type(exc).__name__)
+    out.write(pickle.dumps(result))
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())
