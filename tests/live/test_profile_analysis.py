@@ -1,4 +1,4 @@
-"""Profile traces are analysed in a spawned child process: same findings as in-process, one sentence
+"""Profile traces are analysed in a child interpreter: same findings as in-process, one sentence
 (and no hang) for a file that is not a trace or an analysis that takes too long."""
 
 from __future__ import annotations

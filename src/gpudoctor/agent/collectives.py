@@ -41,23 +41,22 @@ MAX_PENDING = 16
 # whatever timer is current, or to none after detach.
 _current: CollectiveTimer | None = None
 _hooked: weakref.WeakSet[Any] = weakref.WeakSet()
+_allreduce_hook: Any = None   # torch's default_hooks.allreduce_hook, looked up once at registration
 
 
 def _timed_allreduce_hook(state, bucket):  # unannotated: DDP checks the real annotations
     """DDP comm hook: torch's ``allreduce_hook`` plus ready/completion stamps on the last bucket."""
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
     timer = _current
     if timer is None or not timer.active or os.getpid() != timer.pid:
-        return default_hooks.allreduce_hook(state, bucket)
+        return _allreduce_hook(state, bucket)
     try:
         last = bool(bucket.is_last())
     except Exception:
         last = False
     if not last:
-        return default_hooks.allreduce_hook(state, bucket)
+        return _allreduce_hook(state, bucket)
     ready = timer.stamp_ready(bucket)
-    fut = default_hooks.allreduce_hook(state, bucket)
+    fut = _allreduce_hook(state, bucket)
     if ready is None:
         return fut
 
@@ -103,7 +102,11 @@ class CollectiveTimer:
         if getattr(module, "_comm_hooks", None) or getattr(module, "_use_python_reducer", False):
             self.status = "the program registered its own DDP comm hook (or uses compiled autograd); not timed"
             return
+        global _allreduce_hook
         try:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            _allreduce_hook = default_hooks.allreduce_hook
             module.register_comm_hook(getattr(module, "process_group", None), _timed_allreduce_hook)
         except Exception as exc:
             self.status = f"could not register a DDP comm hook: {str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}"

@@ -81,10 +81,10 @@ def ask_cupti_teardown(torch: Any) -> bool:
     """Have Kineto tear CUPTI down when the window ends (``TEARDOWN_CUPTI=1``), unless told otherwise.
 
     Without it CUPTI stays subscribed after the profiler stops and every later kernel launch pays for
-    it: measured on 2×H200, a DDP job ran ~45% slower for good after one 5-step window (pytorch#144455;
-    Kineto made teardown its default only for newer releases). Torch itself turns teardown off for
-    CUDA graphs on CUDA < 12.6 (re-init crashed there), so neither is it set here. A value the user
-    set, or ``GPUDOCTOR_CUPTI_TEARDOWN=0``, wins. Returns whether teardown is asked for.
+    it (pytorch#144455): measured on an H200, a launch-heavy loop stayed 19% slower after one 5-step
+    window, and within drift with teardown (bench/gpu/cupti_residue.py). Before CUDA 12.6 re-initialising
+    CUPTI after a teardown crashed with CUDA graphs, so teardown is asked for on 12.6 and later only. A
+    value the user set, or ``GPUDOCTOR_CUPTI_TEARDOWN=0``, wins. Returns whether teardown is asked for.
     """
     if os.environ.get("GPUDOCTOR_CUPTI_TEARDOWN") == "0":
         return os.environ.get("TEARDOWN_CUPTI") == "1"

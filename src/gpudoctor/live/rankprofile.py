@@ -91,7 +91,7 @@ class RankProfile:
         return ", ".join(f"rank {r}: {s}" for r, s in sorted(self.statuses.items())) or "idle"
 
     def _ranks(self) -> list[tuple[int, int]]:
-        return [(rp.rank if rp.rank is not None else i, rp.pid) for i, rp in enumerate(self.watch.group.ranks)]
+        return list(self.watch.group.numbered())
 
 
 def rank_profile_rows(report: Any) -> tuple[dict[str, Any], ...]:

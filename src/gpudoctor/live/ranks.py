@@ -82,6 +82,10 @@ class RankGroup:
     def pids(self) -> tuple[int, ...]:
         return tuple(r.pid for r in self.ranks)
 
+    def numbered(self) -> tuple[tuple[int, int], ...]:
+        """(rank, pid) of each local rank; a rank whose number is unknown gets its position."""
+        return tuple((r.rank if r.rank is not None else i, r.pid) for i, r in enumerate(self.ranks))
+
     @property
     def is_distributed(self) -> bool:
         return len(self.ranks) > 1 or (self.world_size or 1) > 1

@@ -72,6 +72,11 @@ class RankWatch:
         self._closing = threading.Event()
         self.inject_errors: dict[int, str] = {}          # rank → why its agent could not be started
 
+    def agents_settled(self) -> bool:
+        """True once every live rank has an agent or a reason why it has none."""
+        return all(pid in self._clients or rank in self.inject_errors or not psutil.pid_exists(pid)
+                   for rank, pid in self.group.numbered())
+
     def start_injection(self) -> None:
         """Start an agent in every rank that has none, one rank after the other, in the background
         (what ``attach`` does for its target, here for each rank; ``gpudoctor run`` needs none)."""
@@ -79,14 +84,13 @@ class RankWatch:
 
     def _inject_all(self) -> None:
         self._load_client_module()
-        for i, rp in enumerate(self.group.ranks):
+        for rank, pid in self.group.numbered():
             if self._closing.is_set():
                 return
-            if not psutil.pid_exists(rp.pid) or self._client(rp.pid) is not None:
+            if not psutil.pid_exists(pid) or self._client(pid) is not None:
                 continue
-            rank = rp.rank if rp.rank is not None else i
             try:
-                result = self._mod.inject(rp.pid) if self._mod is not None else None
+                result = self._mod.inject(pid) if self._mod is not None else None
             except Exception as exc:
                 self.inject_errors[rank] = str(exc)
                 continue
@@ -96,9 +100,9 @@ class RankWatch:
             if self._closing.is_set():                   # closed while injecting: take it out again
                 _quiet_detach(result.client)
                 return
-            self._clients[rp.pid] = result.client
+            self._clients[pid] = result.client
             if result.method != "already-running":
-                self._injected.add(rp.pid)
+                self._injected.add(pid)
 
     def client_for(self, pid: int) -> Any:
         """The connection to ``pid``'s agent (cached), or None when it has none."""
@@ -141,29 +145,28 @@ class RankWatch:
     def poll(self, now: float, gpus: Sequence[GpuSample] = ()) -> list[RankWindow]:
         """One :class:`RankWindow` per rank (``alive=False`` for ranks that exited)."""
         out = []
-        for i, rp in enumerate(self.group.ranks):
-            rank = rp.rank if rp.rank is not None else i
-            if not psutil.pid_exists(rp.pid):
-                self._clients.pop(rp.pid, None)
-                out.append(RankWindow(rank, rp.pid, alive=False))
+        for rank, pid in self.group.numbered():
+            if not psutil.pid_exists(pid):
+                self._clients.pop(pid, None)
+                out.append(RankWindow(rank, pid, alive=False))
                 continue
-            delay_pct = self._run_delay_pct(rp.pid)
-            gpu = next((g for g in gpus if rp.pid in g.target_pids), None)
+            delay_pct = self._run_delay_pct(pid)
+            gpu = next((g for g in gpus if pid in g.target_pids), None)
             gpu_fields: dict[str, Any] = {}
             if gpu is not None:
                 gpu_fields = {"gpu_util_pct": gpu.util_pct,
                               "gpu_throttled": any(r in _GPU_SLOWING for r in gpu.throttle_reasons),
                               "gpu_shared": bool(set(gpu.other_pids) - set(self.group.pids))}
-            client = self._client(rp.pid)
+            client = self._client(pid)
             stats, reply = None, {}
             if client is not None:
                 try:
                     stats = client.stats(self.window_s)
                     reply = dict(getattr(client, "last_stats_reply", None) or {})
                 except Exception:
-                    self._clients.pop(rp.pid, None)
+                    self._clients.pop(pid, None)
             if stats is None:
-                out.append(RankWindow(rank, rp.pid, cpu_run_delay_pct=delay_pct, **gpu_fields))
+                out.append(RankWindow(rank, pid, cpu_run_delay_pct=delay_pct, **gpu_fields))
                 continue
             # Means, not medians: a rank whose loader delivers in bursts alternates long and short
             # steps, and a median lands on either mode; the mean is the rank's real pace.
@@ -172,7 +175,7 @@ class RankWatch:
             if data is None:
                 data = stats.data_wait_p50_ms
             out.append(RankWindow(
-                rank, rp.pid, steps_total=stats.steps_total, window_steps=stats.window_steps,
+                rank, pid, steps_total=stats.steps_total, window_steps=stats.window_steps,
                 step_time_ms=step, data_wait_ms=data, h2d_ms=stats.h2d_ms_per_step,
                 collective_wait_ms=_first(reply, COLLECTIVE_WAIT_FIELDS),
                 compute_ms=_first(reply, COMPUTE_FIELDS), cpu_run_delay_pct=delay_pct, **gpu_fields))
@@ -233,6 +236,7 @@ class RankMonitor:
         self.tracker = StragglerTracker.from_options(gd601)
         self._lock = threading.Lock()
         self.last: RanksReport | None = None
+        self._where: tuple[tuple[tuple[int, int | None], ...], dict[int, str]] | None = None  # (steps, where)
 
     @classmethod
     def for_target(cls, pid: int, window_s: float = 5.0,
@@ -262,8 +266,12 @@ class RankMonitor:
             windows = self.watch.poll(now, gpus)
             where = None
             if self.last is not None and self.last.desync.stalled_s >= WHERE_AFTER_STALL_S:
-                # no step for a while: one py-spy dump per rank says where each one is stuck (GD610/GD613)
-                where = where_ranks({w.rank: w.pid for w in windows if w.alive and w.pid})
+                # no step for a while: one py-spy dump per rank says where each one is stuck (GD610/GD613),
+                # taken once per stall — the ranks do not move until it ends
+                stall = tuple((w.rank, w.steps_total) for w in windows)
+                if self._where is None or self._where[0] != stall:
+                    self._where = (stall, where_ranks({w.rank: w.pid for w in windows if w.alive and w.pid}))
+                where = self._where[1]
             report = self.tracker.update(windows, now, where=where)
         except Exception:
             log.debug("rank polling failed", exc_info=True)
@@ -274,9 +282,7 @@ class RankMonitor:
 
     def agents_settled(self) -> bool:
         """True once every live rank has an agent or a reason why it has none."""
-        watch = self.watch
-        return all(rp.pid in watch._clients or (rp.rank if rp.rank is not None else i) in watch.inject_errors
-                   or not psutil.pid_exists(rp.pid) for i, rp in enumerate(self.group.ranks))
+        return self.watch.agents_settled()
 
     def close(self) -> None:
         self.watch.close()

@@ -403,22 +403,20 @@ class LiveSession:
 
 def analyze_trace_set(paths: list[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]]
                       ) -> tuple[list[Finding], str, Any]:
-    """Findings of one profile window's rank traces analysed as a set; (findings, note, report)."""
+    """Findings of profile traces — one, or every rank's of one window — analysed as one set in a
+    child process; (findings, one-line note, the analyze report or None)."""
     report, why = analyze_profile_traces(paths, catalog, options)
+    what = f"the profile trace {paths[0]}" if len(paths) == 1 else f"the profile traces of {len(paths)} ranks"
     if report is None:
-        return [], f"could not analyse the ranks' profile traces: {why}", None
-    return (list(report.findings), f"profile traces of {len(paths)} ranks analysed ({len(report.findings)} findings): "
-            + ", ".join(paths), report)
+        return [], f"could not analyse {what}: {why}", None
+    return list(report.findings), f"{what} analysed ({len(report.findings)} findings): " + ", ".join(paths), report
 
 
 def analyze_trace(path: str, catalog: Catalog, options: Mapping[str, Mapping[str, Any]]
                   ) -> tuple[list[Finding], str | None]:
-    """Findings of a profiler trace via the trace analyzer (in a child process); (findings, note)."""
-    report, why = analyze_profile_traces([path], catalog, options)
-    if report is None:
-        return [], f"could not analyse the profile trace {path}: {why}"
-    findings = list(report.findings)
-    return findings, f"profile trace analysed: {path} ({len(findings)} findings)."
+    """Findings of one profiler trace; (findings, note)."""
+    findings, note, _ = analyze_trace_set([path], catalog, options)
+    return findings, note
 
 
 __all__ = ["AgentState", "LiveSession", "analyze_trace", "analyze_trace_set"]
