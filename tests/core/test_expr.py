@@ -92,3 +92,81 @@ def test_templates_refuse_attribute_index_and_conversion(template: str) -> None:
 def test_template_renders_with_format_specs_and_missing_values() -> None:
     t = Template("idle {idle_pct:.1f}% on rank {rank}, step {step}")
     assert t.render({"idle_pct": 61.234, "rank": 2}) == "idle 61.2% on rank 2, step ?"
+
+
+# --- Cost budget and size limits (issue 15): every case ends as an ExpressionError, quickly. ---
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("sum([[0]] * 400000, []) == []", "would build a value"),   # was > 30 s (quadratic)
+        ("sum([[0]] * 40000, []) == []", "steps to evaluate"),       # under the size limit, over the budget
+        ("len([0] * 200000000) > 0", "would build a value"),         # was 1.5 GB
+        ("lower(['x' * 1000] * 1000) == ''", "would build a value"),
+        ("round(1e308 * 10) > 0", "infinity"),                        # OverflowError
+        ("big / 3 > 0", "too large for a float"),                     # 400-digit integer divided
+        ("big * big * big * big > 0", "bits"),
+        ("'%0100000000d' % 1 == ''", "string formatting"),
+        ("-[1] == 0", "sign on a list"),
+        ("log2(0) > 1", "math domain"),
+        ("round(1.5, big) > 0", "at most"),
+    ],
+)
+def test_expensive_or_failing_conditions_are_expression_errors(text: str, said: str) -> None:
+    import time
+
+    started = time.perf_counter()
+    with pytest.raises(ExpressionError, match=said):
+        Condition(text).evaluate({"big": int("9" * 400)})
+    assert time.perf_counter() - started < 5.0
+
+
+@pytest.mark.parametrize("text", ["b'x' * 10", "1j == 0", "... is None", "1" * 1300 + " > 0",
+                                  "-" * 100 + "x > 0"])
+def test_constants_and_depth_are_bounded_at_load(text: str) -> None:
+    with pytest.raises(ExpressionError):
+        Condition(text)
+
+
+def test_modest_conditions_still_evaluate_within_budget() -> None:
+    assert Condition("sum([[1, 2]] * 100, []) == [1, 2] * 100").evaluate({}) is True
+    assert Condition("len(flags) * 2 + count(flags) == 8").evaluate({"flags": [True, False, True]}) is True
+
+
+@pytest.mark.parametrize("template", ["{x:>100000000}", "{x:.100000f}", "{x:bogus}"])
+def test_template_format_widths_are_bounded(template: str) -> None:
+    with pytest.raises(ExpressionError):
+        Template(template)
+
+
+def test_template_output_is_bounded() -> None:
+    rendered = Template("{x:>200} {items}").render({"x": 1, "items": list(range(10000))})
+    assert len(rendered) < 800
+
+
+def test_overflowing_rule_becomes_a_note_and_the_run_goes_on(tmp_path) -> None:
+    from gpudoctor.catalog.catalog import Catalog
+    from gpudoctor.catalog.engine import evaluate
+    from gpudoctor.model import FactSet, Source
+
+    def rule(code: str, name: str, condition: str) -> object:
+        return parse_rule_text(f'''+++
+code = "{code}"
+name = "{name}"
+title = "x"
+[[when]]
+source = "trace"
+scope = "rank"
+condition = "{condition}"
+message = "fired"
++++
+## What it detects
+x
+''', f"{name}.md")
+
+    catalog = Catalog({"GD991": rule("GD991", "overflowing-rule", "round(1e308 * 10) > 0"),
+                       "GD992": rule("GD992", "plain-rule", "idle_pct > 10")})
+    result = evaluate(catalog, [FactSet(scope="rank", source=Source.TRACE, values={"idle_pct": 50.0})],
+                      [Source.TRACE])
+    assert [f.code for f in result.findings] == ["GD992"]
+    assert len(result.errors) == 1 and "GD991" in result.errors[0]

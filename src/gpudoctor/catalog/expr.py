@@ -9,19 +9,50 @@ load time, with the rule file named in the error.
 Missing evidence is tracked, not guessed: a name whose fact is absent (or ``None``) evaluates to
 :data:`MISSING`, which propagates through arithmetic and comparisons; ``and``/``or`` still decide
 when a known operand settles the result. A condition that ends as ``MISSING`` means "not evaluated".
+
+Evaluation is bounded, not only parsing: every evaluation has a cost budget (:data:`MAX_COST`
+element-steps, charged by the size of what each operation touches or builds), no value may grow past
+:data:`MAX_VALUE_SIZE` elements and characters (counted deeply) or :data:`MAX_INT_BITS` bits, and a
+template's format widths and precisions stay under :data:`MAX_FORMAT_WIDTH`. Overflow, a blown budget
+or any other failure of a condition is an :class:`ExpressionError` — the engine turns it into a note
+about that one rule and the rest of the run goes on.
 """
 
 from __future__ import annotations
 
 import ast
-import math
 import operator
+import re
 import string
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gpudoctor.catalog.exprcost import (
+    BINOPS,
+    FUNCTIONS,
+    MAX_COST,
+    MAX_INT_BITS,
+    MAX_VALUE_SIZE,
+    Budget,
+    ExpressionError,
+    binop,
+    call,
+    compare,
+)
+
+__all__ = ["FUNCTIONS", "MAX_COST", "MAX_INT_BITS", "MAX_VALUE_SIZE", "MISSING", "Condition", "ExpressionError",
+           "Template"]
+
 MAX_CONDITION_CHARS = 2000
 MAX_NODES = 400
+#: Deepest nesting of a condition's tree (keeps the recursive interpreter far from Python's limit).
+MAX_DEPTH = 60
+#: Largest width or precision in a message template's format spec.
+MAX_FORMAT_WIDTH = 200
+#: Longest text one template field renders to (a fact holding a long list is shortened).
+MAX_RENDERED_CHARS = 500
+#: Python's format-spec mini-language: [[fill]align][sign][z][#][0][width][grouping][.precision][type].
+_SPEC_RE = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[_,]?(?:\.(?P<precision>\d+))?[a-zA-Z%]?", re.S)
 
 
 class _Missing:
@@ -44,43 +75,6 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
-class ExpressionError(ValueError):
-    """A condition or template that the safe evaluator refuses."""
-
-
-def _count(values: Any, item: Any = True) -> int:
-    return sum(1 for v in values if v == item)
-
-
-def _contains_any(haystack: Any, *needles: Any) -> bool:
-    text = haystack if isinstance(haystack, str) else " ".join(map(str, haystack))
-    return any(str(n) in text for n in needles)
-
-
-#: The only callables a condition may use.
-FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "min": min,
-    "max": max,
-    "abs": abs,
-    "len": len,
-    "round": round,
-    "any": any,
-    "all": all,
-    "sum": sum,
-    "count": _count,
-    "contains_any": _contains_any,
-    "lower": lambda s: str(s).lower(),
-    "log2": math.log2,
-}
-
-_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: lambda a, b: a / b if b else math.inf if a else 0.0,
-    ast.FloorDiv: lambda a, b: a // b if b else 0,
-    ast.Mod: lambda a, b: a % b if b else 0,
-}
 _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
@@ -96,7 +90,7 @@ _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
 _ALLOWED = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
     ast.BinOp, ast.Compare, ast.Name, ast.Load, ast.Constant, ast.List, ast.Tuple, ast.IfExp,
-    ast.Call, *_BINOPS, *_CMPOPS,
+    ast.Call, *BINOPS, *_CMPOPS,
 )
 
 
@@ -110,12 +104,18 @@ class Condition:
             tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as exc:
             raise ExpressionError(f"condition is not a valid expression: {exc.msg}") from None
+        except (ValueError, MemoryError, RecursionError) as exc:  # e.g. a literal Python refuses
+            raise ExpressionError(f"condition is not a valid expression: {exc}") from None
         nodes = list(ast.walk(tree))
         if len(nodes) > MAX_NODES:
             raise ExpressionError(f"condition has more than {MAX_NODES} parts")
+        if _depth(tree) > MAX_DEPTH:
+            raise ExpressionError(f"condition is nested more than {MAX_DEPTH} levels deep")
         for node in nodes:
             if not isinstance(node, _ALLOWED):
                 raise ExpressionError(f"'{type(node).__name__}' is not allowed in a condition")
+            if isinstance(node, ast.Constant):
+                _check_constant(node.value)
             if isinstance(node, ast.Call):
                 if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                     shown = ast.unparse(node.func)
@@ -133,63 +133,90 @@ class Condition:
         )
 
     def evaluate(self, env: Mapping[str, Any]) -> Any:
-        """Evaluate over ``env`` (facts and options). Returns a value or :data:`MISSING`."""
-        return _eval(self._tree, env)
+        """Evaluate over ``env`` (facts and options). Returns a value or :data:`MISSING`.
+
+        Raises:
+            ExpressionError: the condition failed (a type error, overflow, its cost budget spent).
+        """
+        try:
+            return _eval(self._tree, env, Budget())
+        except ExpressionError:
+            raise
+        except (TypeError, ArithmeticError, ValueError, MemoryError, RecursionError) as exc:
+            raise ExpressionError(f"cannot evaluate {self.text[:80]!r}: {type(exc).__name__}: {exc}") from None
 
     def __repr__(self) -> str:
         return f"Condition({self.text!r})"
 
 
-def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
+def _depth(tree: ast.AST) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _check_constant(value: object) -> None:
+    if value is not None and not isinstance(value, (bool, int, float, str)):
+        raise ExpressionError(f"constant {type(value).__name__} {value!r:.40} is not allowed in a condition")
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise ExpressionError(f"integer constant of more than {MAX_INT_BITS} bits in a condition")
+
+
+def _eval(node: ast.AST, env: Mapping[str, Any], budget: Budget) -> Any:
+    budget.charge(1)
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
         value = env.get(node.id, MISSING)
         return MISSING if value is None else value
     if isinstance(node, (ast.List, ast.Tuple)):
-        items = [_eval(e, env) for e in node.elts]
-        return MISSING if any(i is MISSING for i in items) else items
+        items = [_eval(e, env, budget) for e in node.elts]
+        if any(i is MISSING for i in items):
+            return MISSING
+        return budget.check(items, "a list")
     if isinstance(node, ast.BoolOp):
-        return _eval_boolop(node, env)
+        return _eval_boolop(node, env, budget)
     if isinstance(node, ast.UnaryOp):
-        value = _eval(node.operand, env)
+        value = _eval(node.operand, env, budget)
         if value is MISSING:
             return MISSING
         if isinstance(node.op, ast.Not):
             return not value
-        return -value if isinstance(node.op, ast.USub) else +value
-    if isinstance(node, ast.BinOp):
-        left, right = _eval(node.left, env), _eval(node.right, env)
-        if left is MISSING or right is MISSING:
-            return MISSING
+        if isinstance(value, (str, list, tuple)):
+            raise ExpressionError(f"cannot compute {ast.unparse(node)}: a sign on a {type(value).__name__}")
         try:
-            return _BINOPS[type(node.op)](left, right)
+            return -value if isinstance(node.op, ast.USub) else +value
         except TypeError as exc:
             raise ExpressionError(f"cannot compute {ast.unparse(node)}: {exc}") from None
+    if isinstance(node, ast.BinOp):
+        left, right = _eval(node.left, env, budget), _eval(node.right, env, budget)
+        if left is MISSING or right is MISSING:
+            return MISSING
+        return binop(node.op, left, right, budget, ast.unparse(node))
     if isinstance(node, ast.Compare):
-        return _eval_compare(node, env)
+        return _eval_compare(node, env, budget)
     if isinstance(node, ast.IfExp):
-        test = _eval(node.test, env)
+        test = _eval(node.test, env, budget)
         if test is MISSING:
             return MISSING
-        return _eval(node.body if test else node.orelse, env)
+        return _eval(node.body if test else node.orelse, env, budget)
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
-        args = [_eval(a, env) for a in node.args]
+        args = [_eval(a, env, budget) for a in node.args]
         if any(a is MISSING for a in args):
             return MISSING
-        try:
-            return FUNCTIONS[node.func.id](*args)
-        except (TypeError, ValueError) as exc:
-            raise ExpressionError(f"cannot compute {ast.unparse(node)}: {exc}") from None
+        return call(node.func.id, args, budget, ast.unparse(node))
     raise ExpressionError(f"'{type(node).__name__}' is not allowed in a condition")  # pragma: no cover
 
 
-def _eval_boolop(node: ast.BoolOp, env: Mapping[str, Any]) -> Any:
+def _eval_boolop(node: ast.BoolOp, env: Mapping[str, Any], budget: Budget) -> Any:
     is_and = isinstance(node.op, ast.And)
     saw_missing = False
     for value_node in node.values:
-        value = _eval(value_node, env)
+        value = _eval(value_node, env, budget)
         if value is MISSING:
             saw_missing = True
         elif is_and and not value:
@@ -199,17 +226,14 @@ def _eval_boolop(node: ast.BoolOp, env: Mapping[str, Any]) -> Any:
     return MISSING if saw_missing else is_and
 
 
-def _eval_compare(node: ast.Compare, env: Mapping[str, Any]) -> Any:
-    left = _eval(node.left, env)
+def _eval_compare(node: ast.Compare, env: Mapping[str, Any], budget: Budget) -> Any:
+    left = _eval(node.left, env, budget)
     for op, comparator in zip(node.ops, node.comparators):
-        right = _eval(comparator, env)
+        right = _eval(comparator, env, budget)
         if left is MISSING or right is MISSING:
             return MISSING
-        try:
-            if not _CMPOPS[type(op)](left, right):
-                return False
-        except TypeError as exc:
-            raise ExpressionError(f"cannot compare in {ast.unparse(node)}: {exc}") from None
+        if not compare(_CMPOPS[type(op)], left, right, budget, ast.unparse(node)):
+            return False
         left = right
     return True
 
@@ -229,6 +253,8 @@ class Template:
                 raise ExpressionError(f"template field {{{name}}} must be a plain name")
             if spec and "{" in spec:
                 raise ExpressionError("nested template fields are not allowed")
+            if spec:
+                _check_spec(name or "", spec)
             self.fields.append((literal, name or "", spec or ""))
 
     @property
@@ -246,7 +272,26 @@ class Template:
                 out.append("?")
                 continue
             try:
-                out.append(format(value, spec))
-            except (TypeError, ValueError):
-                out.append(str(value))
+                shown = format(value, spec)
+            except (TypeError, ValueError, ArithmeticError):
+                shown = _plain(value)
+            out.append(shown if len(shown) <= MAX_RENDERED_CHARS else shown[: MAX_RENDERED_CHARS - 1] + "…")
         return "".join(out)
+
+
+def _plain(value: Any) -> str:
+    try:
+        return str(value)
+    except (ValueError, ArithmeticError):  # e.g. an integer past Python's digit limit
+        return f"<{type(value).__name__}>"
+
+
+def _check_spec(name: str, spec: str) -> None:
+    """Refuse a format spec Python would not accept, or one whose width or precision is huge."""
+    match = _SPEC_RE.fullmatch(spec)
+    if match is None:
+        raise ExpressionError(f"template field {{{name}:{spec}}} has an invalid format spec")
+    for part in ("width", "precision"):
+        number = match.group(part)
+        if number and int(number[-6:]) > MAX_FORMAT_WIDTH or number and len(number) > 6:
+            raise ExpressionError(f"template field {{{name}:{spec}}}: format {part} above {MAX_FORMAT_WIDTH}")
