@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.boundedio import InputFileError, loads_toml, read_regular_text
 from gpudoctor.catalog.expr import Condition, ExpressionError, Template
 from gpudoctor.model import Fix, Severity, Source
 
@@ -32,6 +33,8 @@ HEADINGS = (
 )
 CODE_RE = re.compile(r"^GD\d{3}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+#: A rule file larger than this is refused (the largest built-in one is a few KiB).
+MAX_RULE_FILE_BYTES = 1024 * 1024
 _FENCE_RE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```", re.S | re.M)
 
 
@@ -103,10 +106,11 @@ def parse_rule_text(text: str, origin: str = "<rule>", path: Path | None = None)
 
 
 def load_rule_file(path: Path) -> Rule:
+    """Read and parse one rule file: a regular file of at most :data:`MAX_RULE_FILE_BYTES` only."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleFileError(f"{path}: cannot read rule file: {exc}") from None
+        text = read_regular_text(path, MAX_RULE_FILE_BYTES)
+    except InputFileError as exc:
+        raise RuleFileError(f"{path}: rule file {exc}") from None
     return parse_rule_text(text, str(path), path)
 
 
@@ -116,7 +120,7 @@ def _parse(text: str, path: Path | None) -> Rule:
     end = text.find("\n+++", 3)
     if end < 0:
         raise ValueError("front matter is not closed with a '+++' line")
-    meta = tomllib.loads(text[3:end])
+    meta = loads_toml(text[3:end])  # nesting and huge integers become a ValueError
     body = text[end + 4 :]
     code, name = str(meta["code"]), str(meta["name"])
     if not CODE_RE.match(code):

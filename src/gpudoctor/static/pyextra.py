@@ -10,7 +10,9 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
+from gpudoctor.static.sites import Site
 
 if TYPE_CHECKING:
     from gpudoctor.static.python import PythonChecker
@@ -58,6 +60,8 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
                     use_reentrant=pn.tri_state(pn.keyword(node, "use_reentrant")))
     elif qual in pn.WHOLE_FILE_READERS:
         _reader(ck, node, qual)
+    elif attr == "compile" and not node.args and qual is not None and not qual.startswith(("re.", "regex.")):
+        ck.flags["uses_compile"] = True  # nn.Module.compile(**kwargs), compiles in place
     is_conv = names.is_one_of(qual, pn.CONV_LAYERS) or (qual or "").startswith("torchvision.models.resnet")
     if is_conv and ck.first_conv is None:
         ck.first_conv = node
@@ -152,3 +156,18 @@ def conv_bias_pairs(body: list[ast.stmt], names: pn.Names) -> Iterator[tuple[ast
         if first is not None and second is not None and _is_conv_with_bias(first, names) and _is_bn(second, names):
             assert isinstance(first, ast.Call)
             yield first, False
+
+
+def file_context(tree: ast.Module, flags: dict[str, bool], sites: list[Site]) -> dict[str, FactValue]:
+    """Facts about the file as a whole, for rules that must judge one script, not the project.
+
+    ``gpudoctor check`` on a directory sees a DDP script and a single-GPU script side by side: a
+    DataLoader is judged against the DDP use of *its own* file. A file that is an entry point (a
+    ``if __name__ == "__main__":`` block or its own training loop) runs on its own; a module without
+    one may be imported by a DDP script elsewhere in the project.
+    """
+    main_guard = any(isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Compare)
+                     and isinstance(stmt.test.left, ast.Name) and stmt.test.left.id == "__name__"
+                     for stmt in tree.body)
+    return {"file_uses_ddp": flags["uses_ddp"], "file_has_distributed_sampler": flags["has_distributed_sampler"],
+            "file_is_entry_point": main_guard or any(s.scope == "python.training_loop" for s in sites)}

@@ -34,6 +34,8 @@ WHOLE_FILE_READERS = frozenset({"numpy.load", "pandas.read_csv", "pandas.read_pa
                                 "pandas.read_feather", "pandas.read_pickle", "numpy.loadtxt", "numpy.genfromtxt"})
 #: The public names of the deprecated ``torch.cuda.amp`` namespace.
 DEPRECATED_AMP_NAMES = frozenset({"autocast", "GradScaler", "custom_fwd", "custom_bwd"})
+#: what compiles a model: ``torch.compile`` (call or decorator) and Dynamo's older entry point
+COMPILE_CALLS = frozenset({"torch.compile", "torch._dynamo.optimize"})
 OPTIMIZER_PREFIX = "torch.optim."
 DEPRECATED_AMP_PREFIX = "torch.cuda.amp."
 

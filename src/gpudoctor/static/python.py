@@ -17,12 +17,12 @@ from typing import Any
 
 from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
-from gpudoctor.static.pyextra import check_call_extras, conv_bias_pairs
+from gpudoctor.static.pyextra import check_call_extras, conv_bias_pairs, file_context
 from gpudoctor.static.sites import FileResult, Site, find_ignores
 
 #: Project-wide flags every Python file contributes to (OR-ed over files; see ``static/runner.py``).
 FLAGS = ("uses_cuda", "uses_ddp", "has_distributed_sampler", "pins_memory", "cudnn_benchmark", "uses_no_sync",
-         "has_grad_scaler", "has_autocast", "dataloader_workers")
+         "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile")
 
 
 #: Fields that never hold nodes the walker cares about (expression contexts, operators).
@@ -114,10 +114,11 @@ class PythonChecker(ast.NodeVisitor):
                 self.result.sites.extend(fn.breakers)
         if self.first_conv is not None:
             self.emit("python.conv_layer", self.first_conv, layer=pn.short(self.first_conv.func))
+        file_facts = file_context(tree, self.flags, self.result.sites)
         for site in self.result.sites:  # file-level context every site can be judged with
             site.values.setdefault("file_uses_cuda", self.flags["uses_cuda"])
-            if site.scope == "python.whole_dataset_load":
-                site.values["file_uses_ddp"] = self.flags["uses_ddp"]
+            if site.scope in ("python.whole_dataset_load", "python.dataloader"):
+                site.values.update(file_facts)  # DDP is judged per file, not from another script
         self.result.flags = self.flags
 
     def _site(self, scope: str, node: ast.AST, label: str = "", **values: FactValue) -> Site:
@@ -171,6 +172,8 @@ class PythonChecker(ast.NodeVisitor):
             self.flags["uses_cuda"] = True
         if "DistributedSampler" in qual:
             self.flags["has_distributed_sampler"] = True
+        elif qual in pn.COMPILE_CALLS:
+            self.flags["uses_compile"] = True
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if pn.mentions_cuda(node):

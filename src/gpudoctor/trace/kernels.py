@@ -93,3 +93,61 @@ def is_multi_tensor(name: str) -> bool:
     """Kernels of the foreach/fused optimizer implementations."""
     low = name.lower()
     return any(h in low for h in _MULTI_TENSOR_HINTS)
+
+
+# ---- what torch.compile could fuse: memory-bound kernels of eager PyTorch ------------------------
+FUSE_NORM = "norm"                # batch/layer/group/RMS norm forward and backward (ATen and cuDNN)
+FUSE_SOFTMAX = "softmax"          # softmax / log-softmax forward and backward
+FUSE_REDUCE = "reduce"            # ATen reductions (sum, mean, var, loss reductions)
+FUSE_CAST = "cast"                # dtype conversions (fp32 → bf16/fp16 and back)
+FUSE_COPY = "copy"                # plain copies: .contiguous(), cat, index copies
+FUSE_ELEMENTWISE = "elementwise"  # pointwise ops and activations (add, mul, relu, gelu, dropout …)
+
+_NORM_HINTS = ("batch_norm", "layer_norm", "group_norm", "rms_norm", "instance_norm", "cudnn::bn_", "bn_fw_",
+               "bn_bw_", "gammabetabackward", "welford")
+_SOFTMAX_HINTS = ("softmax",)
+_REDUCE_HINTS = ("reduce_kernel", "nll_loss", "cross_entropy")
+_CAST_HINTS = ("bfloat16_copy_kernel", "float16_copy_kernel", "float8_copy_kernel", "withcast")
+_COPY_HINTS = ("direct_copy_kernel", "catarraybatchedcopy", "cat_array_batched_copy", "index_elementwise")
+_ELEMENTWISE_HINTS = ("elementwise_kernel", "fused_dropout", "dropout_kernel")
+#: memory-bound kernels that torch.compile does not turn into fused Triton code: random numbers made
+#: for synthetic inputs, library helpers of GEMMs/convolutions, embedding backward, sorts.
+_NOT_FUSIBLE_HINTS = ("distribution_", "splitkreduce", "computeoffsets", "init_device_workspace",
+                      "scalepackedtensor", "flip_filter", "epilogue", "embedding_backward", "radixsort",
+                      "sort_", "cub::")
+
+
+@lru_cache(maxsize=65536)
+def is_compiled_kernel(name: str) -> bool:
+    """Kernels that Inductor generated (``triton_poi_fused_…``, ``triton_red_…``, ``triton_tem_…``)."""
+    return name.startswith("triton")
+
+
+@lru_cache(maxsize=65536)
+def fusion_class(name: str) -> str | None:
+    """The class of an eager memory-bound kernel that torch.compile could fuse, or None.
+
+    None for GEMMs and convolutions, communication, layout transforms (GD203's), optimizer
+    multi-tensor kernels (``torch.compile(model)`` does not compile the optimizer), memcpy/memset,
+    Triton kernels (already compiled), library helpers and kernels Inductor cannot fuse
+    (:data:`_NOT_FUSIBLE_HINTS`). Pooling and other kernels that fit no class are None too, so the
+    fusible time is a lower bound.
+    """
+    if is_compiled_kernel(name) or name.startswith(("Memcpy", "Memset")) or is_communication(name):
+        return None
+    if gemm_precision(name) is not None or is_layout_transform(name) or is_multi_tensor(name):
+        return None
+    low = name.lower()
+    if any(h in low for h in _NOT_FUSIBLE_HINTS):
+        return None
+    for hints, cls in ((_NORM_HINTS, FUSE_NORM), (_SOFTMAX_HINTS, FUSE_SOFTMAX), (_CAST_HINTS, FUSE_CAST),
+                       (_COPY_HINTS, FUSE_COPY), (_REDUCE_HINTS, FUSE_REDUCE),
+                       (_ELEMENTWISE_HINTS, FUSE_ELEMENTWISE)):
+        if any(h in low for h in hints):
+            return cls
+    return None
+
+
+def is_dtype_cast(name: str) -> bool:
+    """Copy kernels that convert the dtype (autocast's fp32 → bf16/fp16 casts and their backward)."""
+    return fusion_class(name) == FUSE_CAST

@@ -144,15 +144,33 @@ def optimizer_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
 def compile_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     regions = ctx.host_ops(t, lambda n: n.startswith("Torch-Compiled Region"))
     if not regions:  # nothing compiled: no graph can break or recompile
-        return {"compiled_graphs_per_step": 0.0, "recompiled_frames": 0, "compiles_in_steps": 0}
+        return {"compiled_graphs_per_step": 0.0, "compiled_graphs_per_call": 0.0, "recompiled_frames": 0,
+                "compiles_in_steps": 0}
     names = t.names
     fx_calls = ctx.host_ops(t, lambda n: n.startswith("## Call CompiledFxGraph"))
     frames = {names[t.name[i]].split(":", 1)[-1].strip().split("/")[0] for i in regions}
     recompiled = {names[t.name[i]] for i in regions if not names[t.name[i]].rstrip().endswith("/0")}
     compile_ops = ctx.host_ops(t, lambda n: any(w in n for w in COMPILE_WORK))
     n = ctx.n_steps
+    # A graph break resumes in a new frame whose region runs *inside* the outer region's call; a
+    # function called N times per step (gradient accumulation) has N outer regions of one graph each.
+    per_call: dict[str, list[int]] = {}  # outer frame → regions nested in each of its calls
+    by_thread: dict[int, list[int]] = {}
+    for i in regions:
+        by_thread.setdefault(t.thread[i], []).append(i)
+    for idx in by_thread.values():
+        end = float("-inf")
+        for i in sorted(idx, key=lambda i: (t.ts[i], -t.dur[i])):
+            if t.ts[i] >= end:  # an outer call: not inside the previous outer region
+                calls = per_call.setdefault(names[t.name[i]].split(":", 1)[-1].strip().split("/")[0], [])
+                calls.append(0)
+                end = t.ts[i] + t.dur[i]
+            calls[-1] += 1
+    outer_calls = sum(len(c) for c in per_call.values())
     return {
         "compiled_graphs_per_step": round(len(regions) / n, 2),
+        "compiled_calls_per_step": round(outer_calls / n, 2),
+        "compiled_graphs_per_call": round(max(sum(c) / len(c) for c in per_call.values()), 2),
         "compiled_frames": len(frames),
         "compiled_fx_graph_calls_per_step": round(len(fx_calls) / n, 2),
         "recompiled_frames": len(recompiled),

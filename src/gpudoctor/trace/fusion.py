@@ -1,0 +1,211 @@
+"""What torch.compile and CUDA graphs could remove from a step: fusible kernels, casts, launch gaps.
+
+Why this exists: the standard PyTorch 2.x advice — compile the model, replay static steps as CUDA
+graphs, keep autocast from re-casting fp32 weights — is only worth giving when the trace shows the
+time it would save. This module measures that time per ``ProfilerStep``:
+
+- *fusible* kernels: eager memory-bound kernels (elementwise, normalization, reduction, softmax,
+  copy/cast; classified by name in :func:`gpudoctor.trace.kernels.fusion_class`) outside the
+  optimizer step, which Inductor turns into fewer fused Triton kernels;
+- *autocast casts*: dtype-conversion kernels launched inside an autocast-eligible op (``aten::linear``,
+  ``aten::conv2d`` … casting its fp32 weight) or inside autograd's ``ToCopyBackward`` (the gradient
+  cast back to fp32);
+- *launch gaps*: GPU idle time between kernels while the host had not launched the next one yet
+  (gaps up to :data:`LAUNCH_GAP_MAX_US`), which a CUDA graph replay removes, and whether every step
+  launches the same kernel sequence (a necessary condition for capturing it).
+
+What it must not do: read files, know rule thresholds, or change the other metrics' behaviour.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Callable
+
+from gpudoctor.model import FactValue
+from gpudoctor.trace import kernels as kn
+from gpudoctor.trace.context import Context, pct
+from gpudoctor.trace.events import K_KERNEL, EventTable
+
+#: a host-wait gap longer than this is not launch overhead (a sync, input, Python work between steps)
+LAUNCH_GAP_MAX_US = 1000.0
+_COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_"})
+_FACT_OF_CLASS = {kn.FUSE_NORM: "fusible_norm_ms_per_step", kn.FUSE_SOFTMAX: "fusible_reduce_ms_per_step",
+                  kn.FUSE_REDUCE: "fusible_reduce_ms_per_step", kn.FUSE_CAST: "fusible_copy_ms_per_step",
+                  kn.FUSE_COPY: "fusible_copy_ms_per_step", kn.FUSE_ELEMENTWISE: "fusible_elementwise_ms_per_step"}
+
+
+def compiled_region_present(t: EventTable) -> bool:
+    """Whether anything in the trace ran compiled code (regions, compiled FX graphs, Triton kernels)."""
+    return any(n.startswith(("Torch-Compiled Region", "triton")) or "CompiledFxGraph" in n for n in t.names)
+
+
+def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    """Fusible, cast and launch-gap time per step (facts named in the module docstring)."""
+    out: dict[str, FactValue] = {"compiled_region_present": compiled_region_present(t)}
+    n = ctx.n_steps
+    if not n:
+        return out
+    names = t.names
+    in_optimizer = _optimizer_spans(t, ctx)
+    cast_parent = _CastParents(t, ctx)
+    classes: dict[int, str | None] = {}
+    gpu_us = triton_us = fusible_us = cast_us = autocast_us = 0.0
+    fusible_kernels = autocast_kernels = 0
+    by_fact: Counter[str] = Counter()
+    sequences: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+    for i in ctx.device:
+        launch = ctx.launch_by_corr.get(t.correlation[i])
+        if launch is None:
+            continue
+        step = ctx.step_of(t.ts[launch])
+        if step is None:
+            continue
+        nid = t.name[i]
+        if nid not in classes:
+            name = names[nid]
+            classes[nid] = "comm" if kn.is_communication(name) else kn.fusion_class(name)
+        cls = classes[nid]
+        if cls == "comm":
+            continue
+        dur = t.dur[i]
+        gpu_us += dur
+        if t.kind[i] != K_KERNEL:
+            continue
+        sequences[step].append((t.ts[launch], nid))
+        if kn.is_compiled_kernel(names[nid]):
+            triton_us += dur
+        if cls is None or in_optimizer(launch):
+            continue
+        fusible_us += dur
+        fusible_kernels += 1
+        by_fact[_FACT_OF_CLASS[cls]] += dur
+        if cls == kn.FUSE_CAST:
+            cast_us += dur
+            if cast_parent.is_autocast(launch):
+                autocast_us += dur
+                autocast_kernels += 1
+    if gpu_us <= 0:
+        return out
+    out.update({
+        "gpu_kernel_ms_per_step": round(gpu_us / 1000.0 / n, 3),
+        "fusible_ms_per_step": round(fusible_us / 1000.0 / n, 3),
+        "fusible_pct_of_gpu": pct(fusible_us, gpu_us),
+        "fusible_kernels_per_step": round(fusible_kernels / n, 1),
+        "compiled_kernel_pct_of_gpu": pct(triton_us, gpu_us),
+        "cast_ms_per_step": round(cast_us / 1000.0 / n, 3),
+        "autocast_cast_ms_per_step": round(autocast_us / 1000.0 / n, 3),
+        "autocast_cast_kernels_per_step": round(autocast_kernels / n, 1),
+        "autocast_cast_pct_of_gpu": pct(autocast_us, gpu_us),
+    })
+    for fact in sorted(set(_FACT_OF_CLASS.values())):
+        out[fact] = round(by_fact[fact] / 1000.0 / n, 3)
+    out.update(_launch_gaps(t, ctx))
+    out.update(_sequence_facts(sequences))
+    return out
+
+
+def _optimizer_spans(t: EventTable, ctx: Context) -> Callable[[int], bool]:
+    """A predicate: was this runtime launch made inside ``Optimizer.step#…`` on the same thread?"""
+    spans = sorted((t.ts[i], t.ts[i] + t.dur[i], t.thread[i])
+                   for i in ctx.host_ops(t, lambda name: name.startswith("Optimizer.step#")))
+    starts = [a for a, _, _ in spans]
+
+    def inside(launch: int) -> bool:
+        k = bisect.bisect_right(starts, t.ts[launch]) - 1
+        while k >= 0 and spans[k][1] >= t.ts[launch]:  # nested spans: look back while they cover it
+            if spans[k][2] == t.thread[launch]:
+                return True
+            k -= 1
+        return False
+
+    return inside
+
+
+class _CastParents:
+    """Which host op a cast kernel came from: autocast inside an op, or autograd's ToCopyBackward."""
+
+    def __init__(self, t: EventTable, ctx: Context) -> None:
+        self.t = t
+        self.ctx = ctx
+        self._outer: dict[int, tuple[list[float], list[int]]] = {}
+        self._backward: dict[int, list[tuple[float, float]]] | None = None
+
+    def is_autocast(self, launch: int) -> bool:
+        t = self.t
+        op = self._outer_op(t.thread[launch], t.ts[launch])
+        if op is not None and t.names[t.name[op]] not in _COPY_OPS:
+            return True  # e.g. aten::linear > aten::to > aten::_to_copy: autocast casting the weight
+        return self._in_to_copy_backward(t.thread[launch], t.ts[launch])
+
+    def _outer_op(self, thread: int, ts: float) -> int | None:
+        t = self.t
+        if thread not in self._outer:
+            ops = sorted(self.ctx.aten_by_thread.get(thread, []), key=lambda i: (t.ts[i], -t.dur[i]))
+            starts: list[float] = []
+            outer: list[int] = []
+            end = float("-inf")
+            for i in ops:
+                if t.ts[i] >= end:
+                    outer.append(i)
+                    starts.append(t.ts[i])
+                    end = t.ts[i] + t.dur[i]
+            self._outer[thread] = (starts, outer)
+        starts, outer = self._outer[thread]
+        k = bisect.bisect_right(starts, ts) - 1
+        if k >= 0 and ts <= t.ts[outer[k]] + t.dur[outer[k]]:
+            return outer[k]
+        return None
+
+    def _in_to_copy_backward(self, thread: int, ts: float) -> bool:
+        if self._backward is None:  # one pass over the events, only when a cast needs it
+            t = self.t
+            ids = {i for i, name in enumerate(t.names) if "ToCopyBackward" in name}
+            spans: dict[int, list[tuple[float, float]]] = {}
+            if ids:
+                for i, nid in enumerate(t.name):
+                    if nid in ids and t.stream[i] < 0:
+                        spans.setdefault(t.thread[i], []).append((t.ts[i], t.ts[i] + t.dur[i]))
+            for items in spans.values():
+                items.sort()
+            self._backward = spans
+        items = self._backward.get(thread, [])
+        k = bisect.bisect_right(items, (ts, float("inf"))) - 1
+        return k >= 0 and items[k][1] >= ts
+
+
+def _launch_gaps(t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    """GPU idle inside steps while the host had not launched the next work yet (short gaps only)."""
+    per_step = [0.0] * ctx.n_steps
+    gaps = [0] * ctx.n_steps
+    events = []
+    for i in ctx.device:
+        launch = ctx.launch_by_corr.get(t.correlation[i])
+        if launch is None or kn.is_communication(t.names[t.name[i]]):
+            continue
+        step = ctx.step_of(t.ts[launch])
+        if step is not None:
+            events.append((t.ts[i], t.ts[i] + t.dur[i], t.ts[launch] + t.dur[launch], step))
+    events.sort()
+    busy_until: float | None = None
+    for start, end, launched, step in events:
+        if busy_until is not None and start > busy_until:
+            gap = start - busy_until
+            if launched > busy_until and gap <= LAUNCH_GAP_MAX_US:
+                per_step[step] += gap
+                gaps[step] += 1
+        busy_until = end if busy_until is None else max(busy_until, end)
+    n = ctx.n_steps
+    return {"launch_gap_ms_per_step": round(sum(per_step) / 1000.0 / n, 3),
+            "launch_gaps_per_step": round(sum(gaps) / n, 1)}
+
+
+def _sequence_facts(sequences: list[list[tuple[float, int]]]) -> dict[str, FactValue]:
+    """Do all steps launch the same kernels in the same order? (needed to capture a CUDA graph)."""
+    if len(sequences) < 2:
+        return {"kernel_sequence_static": None, "kernel_sequence_match_pct": None}
+    keys = [tuple(nid for _, nid in sorted(seq)) for seq in sequences]
+    most_common = Counter(keys).most_common(1)[0][1]
+    return {"kernel_sequence_static": most_common == len(keys),
+            "kernel_sequence_match_pct": pct(most_common, len(keys))}
