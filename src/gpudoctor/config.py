@@ -1,22 +1,26 @@
 """User configuration: ``[tool.gpudoctor]`` in pyproject.toml, or ``gpudoctor.toml``.
 
 Looked up from the current directory upwards (the first file that has gpudoctor settings wins);
-``--config`` names a file explicitly. See docs/rules-format.md for the keys.
+``--config`` names a file explicitly. See docs/rules-format.md for the keys. Files are read through
+:mod:`gpudoctor.boundedio` (regular files only, size-capped, nesting and huge integers refused), so a
+bad file is one sentence and exit 2; a ``pyproject.toml`` found on the way up that does not parse and
+does not mention gpudoctor is skipped, since it is not ours to judge.
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.boundedio import InputFileError, loads_toml, read_regular_text
 from gpudoctor.exitcodes import ExitCode, UserError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+#: A configuration file larger than this is refused (pyproject.toml files are a few KiB).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -43,28 +47,45 @@ def load_config(explicit: Path | None = None, start: Path | None = None) -> Conf
 
 
 def _read(path: Path, required: bool) -> Config | None:
-    if not path.is_file():
-        if required:
-            raise UserError(f"config file {path} does not exist.", ExitCode.USAGE)
-        return None
+    if not required and not path.is_file():
+        return None  # the implicit lookup only considers regular files (a FIFO there is not a config)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UserError(f"cannot read config {path}: {exc}.", ExitCode.USAGE) from None
-    table = data.get("tool", {}).get("gpudoctor") if path.name == "pyproject.toml" else data
-    if path.name == "gpudoctor.toml" and "tool" in data:
-        table = data["tool"].get("gpudoctor", data)
+        text = read_regular_text(path, MAX_CONFIG_BYTES)
+    except InputFileError as exc:
+        if required and exc.reason == "unreadable" and not path.exists():
+            raise UserError(f"config file {path} does not exist.", ExitCode.USAGE) from None
+        raise UserError(f"config {path} {exc}.", ExitCode.USAGE) from None
+    try:
+        data = loads_toml(text)
+    except InputFileError as exc:
+        if not required and path.name == "pyproject.toml" and "gpudoctor" not in text:
+            log.info("ignoring %s, which has no gpudoctor settings and %s", path, exc)
+            return None
+        raise UserError(f"config {path} {exc}.", ExitCode.USAGE) from None
+    table = _table(data.get("tool"), "gpudoctor") if path.name == "pyproject.toml" else data
+    if path.name != "pyproject.toml" and "tool" in data:
+        table = _table(data.get("tool"), "gpudoctor") or data
     if table is None:
         return None
+    if not isinstance(table, dict):
+        raise UserError(f"config {path}: [tool.gpudoctor] must be a table.", ExitCode.USAGE)
+    fail_on = table.get("fail-on")
+    if fail_on is not None and str(fail_on).strip().lower() not in ("info", "warning", "critical"):
+        raise UserError(f"config {path}: fail-on must be info, warning or critical, not {str(fail_on)[:40]!r}.",
+                        ExitCode.USAGE)
     base = path.parent
     try:
         return Config(
             rule_dirs=[base / p for p in table.get("rule-dirs", [])],
             select=[str(s) for s in table.get("select", [])],
             ignore=[str(s) for s in table.get("ignore", [])],
-            fail_on=table.get("fail-on"),
+            fail_on=None if fail_on is None else str(fail_on),
             options={str(k): dict(v) for k, v in table.get("options", {}).items()},
             path=path,
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise UserError(f"config {path}: [tool.gpudoctor] is malformed ({exc}).", ExitCode.USAGE) from None
+
+
+def _table(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, dict) else None

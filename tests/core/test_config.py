@@ -39,3 +39,60 @@ def test_malformed_config_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError) as info:
         load_config(bad)
     assert info.value.code == ExitCode.USAGE
+
+
+# --- Bad configuration files (issue 15): one sentence, exit 2, never a traceback or a hang. ---
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("pyproject.toml", "[tool.gpudoctor]\nx = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        ("gpudoctor.toml", "x = " + "{a=" * 3000 + "1" + "}" * 3000 + "\n", "nested too deeply"),
+        ("gpudoctor.toml", "x = " + "7" * 5000 + "\n", "cannot be read"),
+        ("pyproject.toml", "[tool.gpudoctor]\nfail-on = 5\n", "fail-on must be"),
+        ("pyproject.toml", "tool = 1\n[x]\n", None),  # no gpudoctor table: not a config
+        ("gpudoctor.toml", "options = 3\n", "malformed"),
+    ],
+)
+def test_hostile_config_files_are_one_sentence(tmp_path: Path, name: str, text: str, said: str | None) -> None:
+    (tmp_path / name).write_text(text)
+    if said is None:
+        assert load_config(start=tmp_path).path is None
+        return
+    with pytest.raises(UserError, match=said) as info:
+        load_config(start=tmp_path)
+    assert info.value.code == ExitCode.USAGE and "\n" not in str(info.value)
+
+
+def test_broken_unrelated_pyproject_on_the_way_up_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project\nname = ")
+    assert load_config(start=tmp_path).path is None
+
+
+def test_explicit_config_must_be_a_regular_file(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "gpudoctor.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match="FIFO") as info:
+        load_config(fifo)  # used to block forever in open()
+    assert info.value.code == ExitCode.USAGE
+    with pytest.raises(UserError, match="character device"):
+        load_config(Path("/dev/zero"))
+    with pytest.raises(UserError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_rule_files_must_be_regular_and_small(tmp_path: Path) -> None:
+    import os
+
+    from gpudoctor.catalog.rulefile import MAX_RULE_FILE_BYTES, RuleFileError, load_rule_file
+
+    os.mkfifo(tmp_path / "GD990-fifo.md")
+    (tmp_path / "GD991-zero.md").symlink_to("/dev/zero")
+    (tmp_path / "GD992-huge.md").write_bytes(b"+++\n" + b"#" * (MAX_RULE_FILE_BYTES + 1))
+    (tmp_path / "GD993-deep.md").write_text("+++\nx = " + "[" * 3000 + "]" * 3000 + "\n+++\n")
+    for name, said in [("GD990-fifo.md", "FIFO"), ("GD991-zero.md", "character device"),
+                       ("GD992-huge.md", "above the limit"), ("GD993-deep.md", "nested too deeply")]:
+        with pytest.raises(RuleFileError, match=said):
+            load_rule_file(tmp_path / name)  # a FIFO used to hang, /dev/zero to read until memory ran out
