@@ -222,12 +222,22 @@ def _trend_mib_per_100_steps(points: list[tuple[int, int]]) -> float | None:
     return cov / var_x * 100 / (1024 * 1024)
 
 
-def _is_worker_process() -> bool:
-    """DataLoader/multiprocessing children and torch.compile workers never get an agent."""
+def _is_worker_process(source: str = "import") -> bool:
+    """DataLoader/multiprocessing children and torch.compile workers never get an agent.
+
+    Injected (``source="inject"``), only DataLoader and compile workers are refused: gpudoctor chose
+    this process from outside as a rank (``torch.multiprocessing.spawn`` children and the ranks a plain
+    parent starts are multiprocessing children too, and they are what a DDP job trains in).
+    """
+    argv = " ".join(getattr(sys, "orig_argv", sys.argv))
+    worker = sys.modules.get("torch.utils.data._utils.worker")
+    if "compile_worker" in argv or getattr(worker, "_worker_info", None) is not None:
+        return True
+    if source == "inject":
+        return False
     if _in_forked_child:
         return True
-    argv = " ".join(getattr(sys, "orig_argv", sys.argv))
-    if "--multiprocessing-fork" in argv or "compile_worker" in argv:
+    if "--multiprocessing-fork" in argv:
         return True
     if "multiprocessing.process" in sys.modules:
         import multiprocessing
@@ -253,7 +263,7 @@ def install(source: str = "import") -> str | None:
     with _lock:
         if _agent is not None:
             return str(_agent.server.path)
-        if _is_worker_process():
+        if _is_worker_process(source):
             return None
         directory = ensure_private_dir()
         _sweep_stale_sockets(directory)
