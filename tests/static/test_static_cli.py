@@ -110,7 +110,7 @@ def test_robust_files(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkey
     data = json.loads(out)
     reasons = {Path(f["location"]["path"]).name: f["message"] for f in data["findings"]}
     assert set(reasons) == {"latin1.py", "binary.py", "big.py", "bad.yaml"}
-    assert reasons["latin1.py"].startswith("syntax-error")
+    assert reasons["latin1.py"].startswith("not checked (not-utf8")
     assert reasons["binary.py"].startswith("not checked (binary")
     assert reasons["big.py"].startswith("not checked (too-large")
     assert data["files_checked"] == 6 and code == 1

@@ -3,7 +3,9 @@
 Reads files, never runs them and never imports torch. The checkers in :mod:`gpudoctor.static` turn
 files into fact sets; the rule files judge them through the shared engine; inline
 ``# gpudoctor: ignore[GD###]`` comments then drop findings. Exit 0 (clean), 1 (findings at or above
-``--fail-on``), 2 (usage or input error, e.g. a path that does not exist).
+``--fail-on``), 2 (usage or input error: a path that does not exist, or a file named on the command
+line that cannot be analysed — unreadable, not UTF-8, over the size limit, a FIFO or device; the
+report still lists it as GD899 and checks the rest).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--jobs must be at least 1.", ExitCode.USAGE)
     config, catalog = prepare(args)
     paths = list(args.paths) or ([] if args.env else ["."])
+    unanalyzable = _named_files_not_analyzable(paths)
     factsets: list[FactSet] = []
     sources = []
     ignores: dict[str, dict[int, frozenset[str]]] = {}
@@ -75,7 +78,26 @@ def run(args: argparse.Namespace) -> int:
                     data={"files_checked": checked, "files_by_kind": counts, "suppressed": suppressed},
                     elapsed_s=round(time.perf_counter() - started, 3))
     _write(report, args, catalog)
+    if unanalyzable:  # the report lists them (GD899); the exit status must not say "all clear"
+        shown = "; ".join(f"{path} ({problem})" for path, problem in unanalyzable[:3])
+        more = f" and {len(unanalyzable) - 3} more" if len(unanalyzable) > 3 else ""
+        raise UserError(f"could not check {shown}{more}.", ExitCode.USAGE)
     return exit_status(report, fail_on(args, config))
+
+
+def _named_files_not_analyzable(paths: list[str]) -> list[tuple[str, str]]:
+    """Files named on the command line that cannot be read, decoded or are not regular files."""
+    import os
+
+    from gpudoctor.static.files import named_file_problem
+
+    found = []
+    for path in paths:
+        if os.path.lexists(path) and not os.path.isdir(path):
+            problem = named_file_problem(path)
+            if problem:
+                found.append((path, problem))
+    return found
 
 
 def _write(report: Report, args: argparse.Namespace, catalog: object) -> None:

@@ -2,16 +2,21 @@
 
 Walking must survive anything a repository can hold: symlink loops (directory links are not
 followed; file links are read once, by real path), virtual environments, ``node_modules``, binary,
-empty, huge and non-UTF-8 files. It never reads a file's content except to classify YAML and
-extension-less launch scripts, and it never raises for a file the user did not name.
+empty, huge and non-UTF-8 files, FIFOs and devices (opened non-blocking and refused by ``fstat``). It
+never reads a file's content except to classify YAML and extension-less launch scripts, and it never
+raises for a file the user did not name; a named file that cannot be analysed is reported by
+:func:`named_file_problem`, and ``check`` exits 2 for it.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import tokenize
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from gpudoctor.boundedio import InputFileError, read_regular_file
 from gpudoctor.exitcodes import ExitCode, UserError
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
@@ -45,9 +50,13 @@ def iter_files(roots: Iterable[str]) -> Iterator[tuple[str, str]]:
     for root in roots:
         base = Path(root)
         if not base.exists():
+            if os.path.lexists(base):
+                raise UserError(f"{root}: a broken symbolic link or a symlink loop.", ExitCode.USAGE)
             raise UserError(f"{root}: no such file or directory.", ExitCode.USAGE)
-        if base.is_file():
-            kind = classify(base) or _sniff(base)
+        if not base.is_dir():
+            # Named explicitly: a FIFO or device is yielded (never opened here, where it would block)
+            # so that it is reported as not checked instead of silently skipped.
+            kind = classify(base) or (_sniff(base) if base.is_file() else "unknown")
             if kind is None:
                 raise UserError(f"{root}: not a Python file, Dockerfile, YAML manifest or shell script.",
                                 ExitCode.USAGE)
@@ -92,15 +101,37 @@ def _sniff(path: Path) -> str | None:
 
 
 def read_bytes(path: str) -> tuple[bytes | None, str]:
-    """The file's bytes, or None and a reason (``too-large``, ``unreadable: …``, ``binary``)."""
+    """The file's bytes, or None and ``reason: detail`` (``too-large``, ``not-regular``, ``unreadable``,
+    ``binary``) — never blocks on a FIFO or device and never reads past :data:`MAX_FILE_BYTES`."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_FILE_BYTES:
-            return None, f"too-large: {size / 1048576:.1f} MiB (limit {MAX_FILE_BYTES // 1048576} MiB)"
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        return None, f"unreadable: {exc.strerror or exc}"
+        data = read_regular_file(path, MAX_FILE_BYTES)
+    except InputFileError as exc:
+        return None, f"{exc.reason}: {exc}"
     if b"\x00" in data[:8192]:
         return None, "binary: the file contains NUL bytes"
     return data, ""
+
+
+def decoding_problem(data: bytes, kind: str) -> str:
+    """``not-utf8: …`` when ``data`` cannot be decoded (Python files by their PEP 263 coding line), else ``""``."""
+    if kind == "python":
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            data.decode(encoding)
+        except UnicodeDecodeError as exc:
+            return f"not-utf8: cannot decode as {encoding} at byte {exc.start}"
+        except (SyntaxError, LookupError) as exc:
+            return f"not-utf8: not UTF-8 and no valid coding line ({getattr(exc, 'msg', None) or exc})"
+        return ""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not-utf8: cannot decode as UTF-8 at byte {exc.start}"
+    return ""
+
+
+def named_file_problem(path: str) -> str:
+    """Why a file named on the command line cannot be analysed (``reason: detail``), or ``""``."""
+    kind = classify(Path(path)) or "unknown"
+    data, problem = read_bytes(path)
+    return problem if data is None else decoding_problem(data, kind)

@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from gpudoctor.model import FactSet, Source
-from gpudoctor.static.files import iter_files, read_bytes
+from gpudoctor.static.files import decoding_problem, iter_files, read_bytes
 from gpudoctor.static.sites import FileResult
 
 #: Below this many files one process is faster than starting workers.
@@ -44,6 +44,12 @@ def check_file(path: str, kind: str) -> FileResult:
         return result
     if kind == "python":
         from gpudoctor.static.python import check_python
+
+        undecodable = decoding_problem(data, kind)
+        if undecodable:
+            result = FileResult(path=path, kind=kind)
+            result.error(*undecodable.split(": ", 1))
+            return result
 
         return check_python(path, data)
     from gpudoctor.static.deploy import check_deploy_file

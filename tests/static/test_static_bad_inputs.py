@@ -1,0 +1,83 @@
+"""`gpudoctor check` on files it cannot analyse (issue 15): reported by name, exit 2, never "checked 0 files".
+
+Each case is a reproduction: a named file that is not UTF-8, over the size limit, a FIFO, a symlink to
+/dev/zero, or unreadable used to exit 0 (or hang, for the FIFO).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.cli import main
+from gpudoctor.static import files as static_files
+
+
+def _check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict, str]:
+    code = main(["check", "--format", "json", *argv])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+def _make(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / "train.py"
+    if kind == "not-utf8":
+        path.write_bytes(b"x = '\xff\xfe'\n")
+    elif kind == "too-large":
+        path.write_bytes(b"x = 1\n" * 400)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    return path
+
+
+@pytest.mark.parametrize(("kind", "reason"), [("not-utf8", "not-utf8"), ("too-large", "too-large"),
+                                              ("fifo", "not-regular"), ("dev-zero", "not-regular")])
+def test_named_file_that_cannot_be_analysed_exits_2_and_is_reported(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        kind: str, reason: str) -> None:
+    monkeypatch.setattr(static_files, "MAX_FILE_BYTES", 1000)
+    path = _make(tmp_path, kind)
+    good = tmp_path / "good.py"
+    good.write_text("x = 1\n")
+    code, data, err = _check(capsys, str(path), str(good))
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith(f"gpudoctor: could not check {path} ({reason}: ")
+    [finding] = [f for f in data["findings"] if f["code"] == "GD899"]
+    assert finding["location"]["path"] == str(path) and reason in finding["message"]
+    assert data["files_checked"] == 2  # the other file was still checked
+
+
+def test_fifo_in_a_walked_directory_does_not_hang_or_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    code, data, _ = _check(capsys, str(tmp_path))
+    assert code == 0 and data["files_checked"] == 1
+
+
+def test_pep263_coding_line_is_honoured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\nname = '\xe9t\xe9'\n")
+    code, data, _ = _check(capsys, str(path))
+    assert code == 0 and not data["findings"]
+
+
+def test_symlink_loop_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    loop = tmp_path / "loop.py"
+    loop.symlink_to(loop)
+    assert main(["check", str(loop)]) == 2
+    assert "symlink loop" in capsys.readouterr().err
+
+
+def test_unreadable_named_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # /proc/self/mem is a regular file whose read at offset 0 fails (EIO) even for root, unlike chmod 000.
+    path = tmp_path / "train.py"
+    path.symlink_to("/proc/self/mem")
+    code, data, err = _check(capsys, str(path))
+    assert code == 2
+    assert err.startswith(f"gpudoctor: could not check {path} (unreadable: ") and err.count("\n") == 1
+    assert [f["code"] for f in data["findings"]] == ["GD899"]
