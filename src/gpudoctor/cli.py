@@ -8,6 +8,7 @@ diagnostics go to stderr. Every error a user can cause ends in one sentence and 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
@@ -30,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 log = logging.getLogger("gpudoctor")
+#: Errors that only writing can cause: they mean the output could not be written, not a bug.
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE)
     try:
-        return int(args._run(args))
+        status = int(args._run(args))
+        sys.stdout.flush()  # a full disk shows here, as one sentence, not as a warning at interpreter exit
+        return status
     except UserError as exc:
         print(f"gpudoctor: {exc}", file=sys.stderr)
         return int(exc.code)
@@ -84,12 +89,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return int(ExitCode.OK)
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            return _internal(args, exc)
+        # -o on a full disk, /dev/full, stdout redirected to a full file system: a usage error, and the
+        # unwritten rest of stdout goes nowhere so that interpreter exit does not fail a second time.
+        print(f"gpudoctor: cannot write the output: {exc.strerror or exc}.", file=sys.stderr)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return int(ExitCode.USAGE)
     except Exception as exc:  # a bug: one line, and the traceback only on request
-        if args.debug:
-            raise
-        print(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (run with --debug and report it).",
-              file=sys.stderr)
-        return int(ExitCode.INTERNAL)
+        return _internal(args, exc)
+
+
+def _internal(args: argparse.Namespace, exc: Exception) -> int:
+    if args.debug:
+        raise exc
+    print(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (run with --debug and report it).",
+          file=sys.stderr)
+    return int(ExitCode.INTERNAL)
 
 
 if __name__ == "__main__":  # pragma: no cover

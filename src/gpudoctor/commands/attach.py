@@ -76,8 +76,9 @@ def _check(pid: int) -> None:
 
 def _python_child(pid: int) -> int | None:
     try:
+        ours = {psutil.Process().pid, *(p.pid for p in psutil.Process().parents())}  # never suggest ourselves
         for child in psutil.Process(pid).children(recursive=True):
-            if python_version(child) is not None:
+            if child.pid not in ours and python_version(child) is not None:
                 return int(child.pid)
     except psutil.Error:
         return None
@@ -85,6 +86,8 @@ def _python_child(pid: int) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 0 < args.pid < 2**31:
+        raise UserError(f"PID must be a positive process id, not {args.pid}.", ExitCode.USAGE)
     if args.duration is not None and args.duration <= 0:
         raise UserError("--duration must be a positive number of seconds.", ExitCode.USAGE)
     if args.interval <= 0 or args.window < 1:

@@ -1,0 +1,80 @@
+"""Bad arguments and unwritable output through the real CLI in a subprocess (issue 15).
+
+``attach -5`` was an internal error (exit 70); ``attach`` of a non-Python parent whose only Python
+descendant is gpudoctor itself suggested attaching to gpudoctor's own PID; ``-o /dev/full`` and stdout
+on a full disk were tracebacks or a warning at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GPUDOCTOR = [sys.executable, "-m", "gpudoctor"]
+
+
+def _run(*argv: str, stdout: int | None = subprocess.PIPE, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run([*GPUDOCTOR, *argv], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout,
+                          env=env, cwd=str(REPO))
+
+
+@pytest.mark.parametrize("pid", ["-5", "0", "99999999999"])
+def test_attach_to_an_impossible_pid_is_a_usage_error(pid: str) -> None:
+    proc = _run("attach", pid, "--once")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"gpudoctor: PID must be a positive process id, not {int(pid)}.\n"
+
+
+def test_attach_never_suggests_its_own_pid() -> None:
+    # A shell (not Python) whose only Python descendant is the gpudoctor that attaches to the shell.
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    script = f'{sys.executable} -m gpudoctor attach $$ --once; echo "rc=$?"'
+    proc = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert "rc=5" in proc.stdout, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "is not a Python process" in proc.stderr
+    assert "Python child" not in proc.stderr
+
+
+def test_attach_suggests_a_real_python_child() -> None:
+    parent = subprocess.Popen(["/bin/sh", "-c", f"{sys.executable} -c 'import time; time.sleep(60)'; :"])
+    try:
+        time.sleep(0.5)
+        proc = _run("attach", str(parent.pid), "--once")
+        assert proc.returncode == 5
+        assert "its Python child is PID" in proc.stderr and f"PID {os.getpid()}" not in proc.stderr
+    finally:
+        for child in _children(parent.pid):
+            os.kill(child, 9)
+        parent.kill()
+        parent.wait()
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+@pytest.mark.parametrize("argv", [("check", "examples/check", "-o", "/dev/full"), ("rules", "-o", "/dev/full")])
+def test_output_to_a_full_device_is_one_sentence(argv: tuple[str, ...]) -> None:
+    if argv[0] == "rules" and "-o" in argv:
+        argv = ("rules",)  # `rules` writes to stdout only: redirect it below
+        with open("/dev/full", "w") as full:
+            proc = _run(*argv, stdout=full.fileno())
+    else:
+        proc = _run(*argv)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "gpudoctor: cannot write the output: No space left on device.\n"
+
+
+def test_stdout_on_a_full_disk_is_one_sentence() -> None:
+    with open("/dev/full", "w") as full:
+        proc = _run("check", "examples/check", "--format", "sarif", stdout=full.fileno())
+    assert proc.returncode == 2
+    assert proc.stderr == "gpudoctor: cannot write the output: No space left on device.\n"
