@@ -48,7 +48,8 @@ def check_file(path: str, kind: str) -> FileResult:
         undecodable = decoding_problem(data, kind)
         if undecodable:
             result = FileResult(path=path, kind=kind)
-            result.error(*undecodable.split(": ", 1))
+            reason, _, detail = undecodable.partition(": ")
+            result.error(reason, detail)
             return result
 
         return check_python(path, data)
