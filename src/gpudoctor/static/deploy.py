@@ -3,6 +3,8 @@
 Like the Python checker it records sites with facts (``deploy.env`` for every GPU/NCCL/CUDA
 variable set, ``docker.base_image``, ``docker.entrypoint``, ``deploy.shm`` for each ``docker run``
 of a GPU container, ``launch.command`` for launchers) and leaves judgement to the rule files.
+Dockerfile heredoc bodies (``COPY <<EOT``, ``RUN <<EOF``) are content, not instructions, and
+``ARG`` defaults are substituted into ``FROM`` so that ``FROM image:${TAG}`` is judged by its tag.
 YAML (Compose, Kubernetes) lives in :mod:`gpudoctor.static.manifests`.
 """
 
@@ -20,6 +22,9 @@ ENV_PREFIXES = ("NCCL_", "CUDA_", "NVIDIA_", "TORCH_", "PYTORCH_", "OMP_")
 GPU_IMAGE_HINTS = ("cuda", "pytorch", "nvidia", "nvcr.io", "torch", "cudnn")
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "accelerate launch", "deepspeed")
 _ENV_ASSIGN_RE = re.compile(r"(?:^|\s)(?:export\s+)?([A-Z][A-Z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S*)")
+#: ``<<EOT``, ``<<-EOT``, ``<<"EOT"`` after a blank (not the shell's ``1<<2``): group 1 is ``-``, 2 the word.
+_HEREDOC_RE = re.compile(r"(?:^|\s)<<(-?)[\"']?([A-Za-z_][\w.-]*)[\"']?")
+_VAR_RE = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}|\$([A-Za-z_]\w*)")
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.I)
 
 
@@ -71,11 +76,16 @@ def _runs_launcher(text: str) -> bool:
 
 def check_dockerfile(result: FileResult, text: str) -> None:
     stages: set[str] = set()
-    for line, content in logical_lines(text):
+    args: dict[str, str] = {}  # ARG defaults seen so far (global and per stage): FROM image:${TAG}
+    for line, content, heredoc_body in dockerfile_instructions(text):
         instruction, _, rest = content.partition(" ")
         instruction, rest = instruction.upper(), rest.strip()
-        if instruction == "FROM":
-            _from(result, line, rest, stages)
+        if instruction == "ARG":
+            for name, value in _env_pairs(rest):
+                if value or name not in args:  # `ARG TAG` in a stage keeps the global default
+                    args[name] = value.strip("\"'")
+        elif instruction == "FROM":
+            _from(result, line, rest, stages, args)
         elif instruction == "ENV":
             for name, value in _env_pairs(rest):
                 env_site(result, line, 1, name, value)
@@ -83,8 +93,55 @@ def check_dockerfile(result: FileResult, text: str) -> None:
             _entrypoint(result, line, instruction, rest)
         elif instruction == "RUN":
             launch_sites(result, line, rest)
+            for number, body_line in heredoc_body:  # a RUN heredoc is a script: its own lines
+                launch_sites(result, number, body_line.strip())
 
 
+def dockerfile_instructions(text: str) -> Iterator[tuple[int, str, list[tuple[int, str]]]]:
+    """Instructions as ``(first line, joined text, heredoc body as (line, text))``.
+
+    Lines of a heredoc body (``COPY <<EOT /etc/x`` … ``EOT``, ``RUN <<EOF`` … ``EOF``; BuildKit syntax)
+    are content, not instructions: they come back with their instruction, never on their own.
+    """
+    lines = text.splitlines()
+    index, start, parts = 0, 0, list[str]()
+    while index < len(lines):
+        number, stripped = index + 1, lines[index].strip()
+        index += 1
+        if not parts:
+            start = number
+            if not stripped or stripped.startswith("#"):
+                continue
+        elif stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            parts.append(stripped[:-1])
+            continue
+        parts.append(stripped)
+        content, parts = " ".join(parts), []
+        body: list[tuple[int, str]] = []
+        for strip_tabs, delimiter in _HEREDOC_RE.findall(content):
+            while index < len(lines):
+                raw = lines[index]
+                index += 1
+                if (raw.lstrip("\t") if strip_tabs else raw).rstrip() == delimiter:
+                    break
+                body.append((index, raw))
+        yield start, content, body
+    if parts:
+        yield start, " ".join(parts), []
+
+
+def _substitute(text: str, args: dict[str, str]) -> str:
+    """``$NAME``, ``${NAME}`` and ``${NAME:-default}`` from known ARG defaults; unknown ones stay."""
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(3)
+        if name in args and args[name] != "":
+            return args[name]
+        if match.group(2) is not None:  # ${NAME:-default}
+            return match.group(2)
+        return match.group(0)
+    return _VAR_RE.sub(value, text)
 def _env_pairs(rest: str) -> list[tuple[str, str]]:
     try:
         words = shlex.split(rest)
@@ -95,11 +152,12 @@ def _env_pairs(rest: str) -> list[tuple[str, str]]:
     return [tuple(w.split("=", 1)) for w in words if "=" in w]  # type: ignore[misc]
 
 
-def _from(result: FileResult, line: int, rest: str, stages: set[str]) -> None:
+def _from(result: FileResult, line: int, rest: str, stages: set[str], args: dict[str, str]) -> None:
     words = [w for w in rest.split() if not w.startswith("--")]
     if not words:
         return
-    image = words[0]
+    written = words[0]
+    image = _substitute(written, args)
     if len(words) >= 3 and words[1].upper() == "AS":
         stages.add(words[2].lower())
     if image.lower() in stages or image == "scratch":
@@ -121,7 +179,7 @@ def _from(result: FileResult, line: int, rest: str, stages: set[str]) -> None:
     else:
         state = "floating"
     gpu = any(hint in repo.lower() for hint in GPU_IMAGE_HINTS)
-    result.add("docker.base_image", line, 1, label=image, image=image, repo=repo, tag=tag, tag_state=state,
+    result.add("docker.base_image", line, 1, label=written, image=image, repo=repo, tag=tag, tag_state=state,
                gpu_image=gpu)
 
 
