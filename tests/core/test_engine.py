@@ -12,19 +12,19 @@ from gpudoctor.model import FactSet, Location, Severity, Source
 
 USER_RULE = '''+++
 code = "GD990"
-name = "too-many-widgets"
-title = "Too many widgets"
+name = "too-many-kernels"
+title = "Too many kernels"
 severity = "info"
 [options]
-max_widgets = 3
+max_kernels = 3
 [[when]]
 source = "trace"
 scope = "rank"
-condition = "widgets > max_widgets"
-message = "{widgets} widgets (max {max_widgets})"
+condition = "kernels_per_step > max_kernels"
+message = "{kernels_per_step} kernels per step (max {max_kernels})"
 +++
 ## What it detects
-Widgets.
+Kernels.
 '''
 
 
@@ -65,10 +65,17 @@ def test_option_override_by_code_or_name() -> None:
 
 
 def test_user_rule_directory_adds_rules(tmp_path: Path) -> None:
-    (tmp_path / "GD990-too-many-widgets.md").write_text(USER_RULE)
+    (tmp_path / "GD990-too-many-kernels.md").write_text(USER_RULE)
     catalog = load_catalog([tmp_path]).select(["GD990"])
-    result = evaluate(catalog, [_rank(1, widgets=5)], [Source.TRACE])
-    assert [f.message for f in result.findings] == ["5 widgets (max 3)"]
+    result = evaluate(catalog, [_rank(1, kernels_per_step=5)], [Source.TRACE])
+    assert [f.message for f in result.findings] == ["5 kernels per step (max 3)"]
+
+
+def test_user_rule_reading_an_unknown_fact_is_refused_with_its_name(tmp_path: Path) -> None:
+    (tmp_path / "GD990-too-many-widgets.md").write_text(USER_RULE.replace("kernels_per_step", "widgets_per_step"))
+    with pytest.raises(RuleFileError, match=r"GD990-too-many-widgets.md: GD990 reads widgets_per_step, which no "
+                                            r"trace producer emits for scope 'rank'"):
+        load_catalog([tmp_path])
 
 
 def test_broken_user_rule_names_the_file(tmp_path: Path) -> None:

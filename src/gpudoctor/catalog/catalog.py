@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpudoctor.catalog.impact import DEFAULT_OPTIONS
+from gpudoctor.catalog.registry import REGISTRY, unknown_names
 from gpudoctor.catalog.rulefile import Rule, RuleFileError, load_rule_file
 from gpudoctor.model import Source
 
@@ -66,9 +68,30 @@ def load_catalog(extra_dirs: Iterable[Path] = ()) -> Catalog:
             raise RuleFileError(f"{directory}: rule directory does not exist")
         for path in sorted(Path(directory).glob("GD*.md")):
             rule = load_rule_file(path)
+            check_rule_facts(rule, path)
             other = names.get(rule.name)
             if other is not None and other != rule.code:
                 raise RuleFileError(f"{path}: name {rule.name!r} is already used by {other}")
             rules[rule.code] = rule
             names[rule.name] = rule.code
     return Catalog(rules)
+
+
+def check_rule_facts(rule: Rule, origin: object) -> None:
+    """Every name a rule reads must be a declared fact of its block's source and scope, or an option.
+
+    Raises:
+        RuleFileError: naming the rule, the block and the unknown names (a typo, or a fact no
+            producer emits — see :mod:`gpudoctor.catalog.registry`).
+    """
+    options = [*rule.options, *DEFAULT_OPTIONS]
+    for when in rule.whens:
+        names = [*when.condition.names, *when.message.names, *(when.impact.names if when.impact else ())]
+        unknown = unknown_names(names, when.source, when.scope, options)
+        if unknown:
+            raise RuleFileError(f"{origin}: {rule.code} reads {', '.join(unknown)}, which no {when.source.value} "
+                                f"producer emits for scope {when.scope!r} (see docs/facts.md for the fact names)")
+    stray = [e for e in rule.evidence
+             if e not in rule.options and not any(REGISTRY.get(e, s) is not None for s in rule.sources)]
+    if stray:
+        raise RuleFileError(f"{origin}: {rule.code} lists evidence {', '.join(stray)}, which is no fact of its sources")

@@ -15,8 +15,10 @@ from typing import Any
 
 from gpudoctor.catalog.catalog import Catalog
 from gpudoctor.catalog.expr import MISSING, ExpressionError
+from gpudoctor.catalog.impact import DEFAULT_OPTIONS, estimate, severity_from
+from gpudoctor.catalog.merge import merge_findings
 from gpudoctor.catalog.rulefile import Rule, When
-from gpudoctor.model import Evidence, FactSet, Finding, NotEvaluated, Source, sort_findings
+from gpudoctor.model import Evidence, FactSet, Finding, NotEvaluated, Source
 
 RUN_SCOPE = "run"
 
@@ -53,12 +55,12 @@ def evaluate(
             if source not in wanted:
                 continue
             _evaluate_source(rule, source, by_key, rule_options, out)
-    out.findings = sort_findings(out.findings)
+    out.findings = merge_findings(out.findings)
     return out
 
 
 def _options_for(rule: Rule, overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    merged = dict(rule.options)
+    merged = {**DEFAULT_OPTIONS, **rule.options}
     for key in (rule.code, rule.name):
         merged.update(overrides.get(key, {}))
     return merged
@@ -118,10 +120,14 @@ def _finding(rule: Rule, when: When, fs: FactSet, env: dict[str, Any], options: 
             evidence.append(Evidence(name, options[name], is_threshold=True))
         elif env.get(name) is not None and name not in fs.location.to_dict():
             evidence.append(Evidence(name, env[name]))
+    verdict = estimate(when.impact, env)
+    severity = when.severity or rule.severity
+    if verdict.impact is not None:
+        severity = severity_from(verdict.impact, options)
     return Finding(
         code=rule.code,
         name=rule.name,
-        severity=when.severity or rule.severity,
+        severity=severity,
         title=rule.title,
         message=when.message.render(env),
         source=fs.source,
@@ -129,4 +135,6 @@ def _finding(rule: Rule, when: When, fs: FactSet, env: dict[str, Any], options: 
         fix=rule.fix,
         location=fs.location,
         timestamp=fs.timestamp,
+        impact=verdict.impact,
+        impact_note=verdict.note,
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpudoctor.boundedio import InputFileError, loads_toml, read_regular_text
 from gpudoctor.catalog.expr import Condition, ExpressionError, Template
+from gpudoctor.catalog.impact import ImpactModel, parse_impact
 from gpudoctor.model import Fix, Severity, Source
 
 if sys.version_info >= (3, 11):
@@ -27,6 +28,7 @@ HEADINGS = (
     "Why it is slow",
     "Evidence",
     "Fix",
+    "Impact",
     "Known false positives",
     "Options",
     "References",
@@ -52,6 +54,7 @@ class When:
     message: Template
     severity: Severity | None = None
     needs: str = ""  # said when no fact set of this scope exists
+    impact: ImpactModel | None = None  # this block's estimate (the rule's [impact] unless overridden)
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,8 @@ def _parse(text: str, path: Path | None) -> Rule:
         raise ValueError(f"name {name!r} must be kebab-case and name the problem")
     severity = Severity.parse(meta.get("severity", "warning"))
     options = dict(meta.get("options", {}))
-    whens = tuple(_parse_when(w, options) for w in meta.get("when", []))
+    impact = parse_impact(meta["impact"]) if "impact" in meta else None
+    whens = tuple(_parse_when(w, options, impact) for w in meta.get("when", []))
     if not whens:
         raise ValueError("a rule needs at least one [[when]] block")
     sections = _split_sections(body)
@@ -149,7 +153,7 @@ def _parse(text: str, path: Path | None) -> Rule:
     )
 
 
-def _parse_when(raw: dict[str, Any], options: dict[str, Any]) -> When:
+def _parse_when(raw: dict[str, Any], options: dict[str, Any], impact: ImpactModel | None) -> When:
     condition = Condition(str(raw["condition"]))
     message = Template(str(raw["message"]))
     sev = raw.get("severity")
@@ -160,6 +164,7 @@ def _parse_when(raw: dict[str, Any], options: dict[str, Any]) -> When:
         message=message,
         severity=Severity.parse(sev) if sev else None,
         needs=str(raw.get("needs", "")),
+        impact=parse_impact(raw["impact"]) if "impact" in raw else impact,
     )
 
 

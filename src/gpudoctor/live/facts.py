@@ -202,12 +202,25 @@ def build_factsets(pid: int, gpu_windows: Sequence[Sequence[GpuSample]], proc: P
         tensor = [g.values.get("gpm_tensor_util_pct") for g in target_gpus]
         if all(t is not None for t in tensor):
             job["gpm_tensor_util_pct"] = fmean(tensor)  # type: ignore[arg-type]
+    job.update(impact_values(job))
     out.append(FactSet("job", Source.LIVE, {k: v for k, v in job.items() if v is not None}, Location(pid=pid)))
     run: dict[str, Any] = {"session_s": session_s, "gpu_count": len(out) - 1}
     if proc is not None:
         run.update({"rank": proc.rank, "local_rank": proc.local_rank, "world_size": proc.world_size})
     out.append(FactSet("run", Source.LIVE, {k: v for k, v in run.items() if v is not None}, Location(pid=pid)))
     return out
+
+
+def impact_values(job: dict[str, Any]) -> dict[str, Any]:
+    """The step time live impact estimates start from, and the GPU's busy time in it (NVML util × step)."""
+    step = job.get("step_time_p50_ms")
+    if not isinstance(step, (int, float)) or step <= 0:
+        return {}
+    values: dict[str, Any] = {"step_time_ms": float(step)}
+    util = job.get("gpu_util_pct")
+    if isinstance(util, (int, float)):
+        values["gpu_busy_ms_per_step"] = float(step) * min(100.0, float(util)) / 100.0
+    return values
 
 
 def _int(text: str | None) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.model import Finding, NotEvaluated, Severity, sort_findings
 
 
@@ -34,6 +35,12 @@ class Report:
     data: dict[str, Any] = field(default_factory=dict)  # extra machine-readable sections (e.g. per-rank metrics)
     elapsed_s: float | None = None
     headline: str | None = None  # replaces the findings-count sentence (e.g. compare's verdict)
+    bottlenecks: list[Bottleneck] = field(default_factory=list)  # what bounds the step: per rank, or the job
+
+    @property
+    def bottleneck(self) -> Bottleneck | None:
+        """The verdict that leads the report: the slowest rank's (the one the others wait for)."""
+        return max(self.bottlenecks, key=lambda b: b.step_ms, default=None)
 
     def __post_init__(self) -> None:
         self.findings = sort_findings(self.findings)

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from gpudoctor import __version__
 from gpudoctor.model import Finding, Severity
 from gpudoctor.report.model import MetricTable, Report
+from gpudoctor.report.stepbar import STYLE, legend, legend_text, plain_bar, segments
 
 FORMATS = ("text", "json", "markdown")
 SCHEMA_VERSION = 1
@@ -43,6 +44,8 @@ def to_dict(report: Report) -> dict[str, Any]:
         "command": report.command,
         "inputs": list(report.inputs),
         "summary": {"findings": len(report.findings), **counts, "not_evaluated": len(report.not_evaluated)},
+        "bottleneck": report.bottleneck.to_dict() if report.bottleneck is not None else None,
+        "bottlenecks": [b.to_dict() for b in report.bottlenecks],
         "findings": [f.to_dict() for f in report.findings],
         "not_evaluated": [n.to_dict() for n in report.not_evaluated],
         "tables": [{"title": t.title, "key": t.key, "columns": t.columns, "rows": t.rows} for t in report.tables],
@@ -78,6 +81,18 @@ def _fmt(value: Any) -> str:
     return "–" if value is None else str(value)
 
 
+def impact_line(finding: Finding) -> str:
+    """``est. 1.49–1.63× · costs 11.1 ms/step (51%) — <basis>``, or why there is no estimate."""
+    if finding.impact is not None:
+        return f"{finding.impact.describe()} — {finding.impact.basis}"
+    return f"no estimate: {finding.impact_note}" if finding.impact_note else ""
+
+
+def sources_text(finding: Finding) -> str:
+    """``trace + live`` when several sources agreed on this finding."""
+    return " + ".join(s.value for s in finding.sources) if finding.also_sources else ""
+
+
 def evidence_line(finding: Finding) -> str:
     facts = [f"{e.name}={_fmt(e.value)}" for e in finding.evidence if not e.is_threshold]
     limits = [f"{e.name}={_fmt(e.value)}" for e in finding.evidence if e.is_threshold]
@@ -93,10 +108,16 @@ def to_markdown(report: Report) -> str:
     lines = [f"# gpudoctor {report.command} report", ""]
     if report.inputs:
         lines += [f"Inputs: {', '.join(f'`{i}`' for i in report.inputs)}", ""]
+    for b in _shown_bottlenecks(report):
+        lines += [f"**Bottleneck:** {b.line}", "", "```", plain_bar(b), legend_text(b), "```", ""]
     lines += [_summary_sentence(report), ""]
-    for f in report.findings:
+    for number, f in enumerate(report.findings, 1):
         where = f" — {f.location.describe()}" if f.location.describe() else ""
-        lines += [f"## {f.severity.value.upper()} {f.code} {f.name}{where}", "", f"**{f.title}.** {f.message}", ""]
+        lines += [f"## {number}. {f.severity.value.upper()} {f.code} {f.name}{where}", "", f"**{f.title}.** {f.message}", ""]
+        if impact_line(f):
+            lines += [f"Gain: {impact_line(f)}", ""]
+        if sources_text(f):
+            lines += [f"Seen by: {sources_text(f)}", ""]
         if f.evidence:
             lines += [f"Evidence: {evidence_line(f)}", ""]
         lines += [f"Fix: {f.fix.summary}", ""]
@@ -120,6 +141,13 @@ def _md_table(table: MetricTable) -> str:
     sep = "| " + " | ".join("---" for _ in table.columns) + " |"
     body = ["| " + " | ".join(_fmt(row.get(c)) for c in table.columns) + " |" for row in table.rows]
     return "\n".join([head, sep, *body])
+
+
+def _shown_bottlenecks(report: Report) -> list[Any]:
+    """The verdicts that lead the report: every rank's for up to four ranks, else the slowest rank's."""
+    if len(report.bottlenecks) <= 4:
+        return list(report.bottlenecks)
+    return [report.bottleneck] if report.bottleneck is not None else []
 
 
 def _summary_sentence(report: Report) -> str:
@@ -151,15 +179,27 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
         shown = ", ".join(report.inputs[:3]) + (f" (+{len(report.inputs) - 3} more)" if len(report.inputs) > 3 else "")
         title += f" · {shown}"
     console.print(Text(title, style="bold"))
+    for b in _shown_bottlenecks(report):
+        console.print(Text("Bottleneck: ", style="bold") + Text(b.line))
+        console.print(rich_bar(b, max(20, min(console.width, 100) - 2)))
+        console.print(_rich_legend(b))
     console.print(_summary_sentence(report))
     console.print()
-    for f in report.findings:
+    for number, f in enumerate(report.findings, 1):
         head = Text()
+        head.append(f"{number}. ", style="bold")
         head.append(f" {f.severity.value.upper()} ", style=_SEVERITY_STYLE[f.severity])
         head.append(f" {f.code} {f.name}", style="bold")
         if f.location.describe():
             head.append(f"  {f.location.describe()}", style="dim")
         parts: list[Any] = [Text(f"{f.title}. ", style="bold") + Text(f.message)]
+        if f.impact is not None:
+            parts.append(Text("Gain: ", style="bold cyan") + Text(f.impact.describe(), style="bold")
+                         + Text(f" — {f.impact.basis}"))
+        elif f.impact_note:
+            parts.append(Text("Gain: ", style="bold cyan") + Text(f"no estimate: {f.impact_note}", style="dim"))
+        if sources_text(f):
+            parts.append(Text("Seen by: ", style="bold") + Text(sources_text(f)))
         if f.evidence:
             parts.append(Text("Evidence: ", style="bold") + Text(evidence_line(f)))
         parts.append(Text("Fix: ", style="bold green") + Text(f.fix.summary))
@@ -179,6 +219,30 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
         console.print()
     for note in report.notes:
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def rich_bar(bottleneck: Any, width: int) -> Any:
+    """The step-time bar as coloured rich text (the dashboard draws the same)."""
+    from rich.text import Text
+
+    bar = Text()
+    for name, cells in segments(bottleneck, width):
+        fill, style = STYLE[name]
+        bar.append(fill * cells, style=style)
+    return bar
+
+
+def _rich_legend(bottleneck: Any) -> Any:
+    from rich.text import Text
+
+    out = Text()
+    for k, (fill, label, ms, pct) in enumerate(legend(bottleneck)):
+        name = next(n for n, (f, _) in STYLE.items() if f == fill)
+        if k:
+            out.append(" · ", style="dim")
+        out.append(fill, style=STYLE[name][1])
+        out.append(f" {label} {ms:.1f} ms ({pct:.0f}%)")
+    return out
 
 
 def _rich_table(table: MetricTable, width: int) -> Any:

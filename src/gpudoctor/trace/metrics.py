@@ -21,6 +21,7 @@ from typing import Any
 
 from gpudoctor.model import FactValue
 from gpudoctor.trace import kernels as kn
+from gpudoctor.trace.bottleneck import bottleneck_metrics
 from gpudoctor.trace.context import HOST_KINDS, Context, pct, rounded
 from gpudoctor.trace.fusion import fusion_metrics
 from gpudoctor.trace.reader import (
@@ -87,6 +88,7 @@ def compute_rank_metrics(trace: RankTrace) -> RankMetrics:
             for row, (wait, out) in zip(rows, per_step):
                 row["collective_wait_ms"], row["outside_collective_ms"] = round(wait, 3), round(out, 3)
     values.update(_memory(trace))
+    values.update(bottleneck_metrics(t, ctx, trace.compute_major, trace.device_name))
     return RankMetrics(trace.rank, values, rows, _collectives(t, ctx))
 
 

@@ -1,0 +1,58 @@
+"""One finding per rule and place: live, trace and static evidence that agree become one finding.
+
+Why this exists: a job watched live with a profile window has the same problem seen twice — GD201
+from GPM tensor-core activity and GD201 from the trace's fp32 kernels — and a report that lists both,
+with different severities, makes the user wonder which to believe. Here findings of one rule at one
+place are merged: the one with the strongest evidence is kept (an estimate beats none; a trace
+estimate, measured from kernels, beats a live one; then the higher severity) and the others' sources
+are listed beside it.
+
+A place is a file position for static findings, a rank for a multi-rank job, and "the job" otherwise
+(a live job fact set and the rank-0 trace of the same single process are one place).
+
+What it must not do: evaluate rules or change evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from gpudoctor.model import Finding, Source, sort_findings
+
+#: Which source's estimate is trusted most when several agree.
+_SOURCE_TRUST = {Source.TRACE: 3, Source.LIVE: 2, Source.ENV: 1, Source.STATIC: 0}
+
+
+def place_of(finding: Finding) -> tuple[str, object]:
+    """The place a finding is about, for merging."""
+    loc = finding.location
+    if loc.path is not None:
+        return ("file", (loc.path, loc.line, loc.col))
+    if loc.rank not in (None, 0):
+        return ("rank", loc.rank)
+    if loc.gpu not in (None, 0) and loc.rank is None:
+        return ("gpu", loc.gpu)
+    return ("job", None)
+
+
+def _strength(finding: Finding) -> tuple[int, int, int, float]:
+    return (int(finding.impact is not None), finding.severity.rank, _SOURCE_TRUST[finding.source],
+            finding.gain)
+
+
+def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Merge findings of the same rule at the same place; the result is sorted by estimated gain."""
+    groups: dict[tuple[str, tuple[str, object]], list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault((finding.code, place_of(finding)), []).append(finding)
+    merged: list[Finding] = []
+    for group in groups.values():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        best = max(group, key=_strength)
+        others = [s for f in group for s in f.sources if s != best.source]
+        also = tuple(dict.fromkeys([*best.also_sources, *others]))
+        merged.append(replace(best, also_sources=also) if also != best.also_sources else best)
+    return sort_findings(merged)

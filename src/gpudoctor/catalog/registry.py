@@ -1,0 +1,493 @@
+"""The fact registry: every fact a rule may read, declared once.
+
+Why this exists: a fact's name is the contract between a producer (a collector, the trace
+analyzer, a static checker, the in-process agent) and the rules. Declared here — name, where it
+exists (source and scopes), unit, producer and a one-line doc — rule loading checks every name a
+condition or message uses against it (a typo or a fact nobody emits is an error that names the rule),
+``docs/facts.md`` is generated from it, and ``tests/core/test_registry.py`` checks that the producer
+named for each fact really emits it.
+
+The table is plain text so that it reads like HTA's attribute table or ruff's code table: one row per
+fact and source. ``where`` is ``source:scope[,scope…]``; ``producer`` is a module under
+``gpudoctor`` (``agent`` means the agent's stats reply, produced inside the training process).
+
+What it must not do: import anything beyond the model (rule loading, the docs generator and every
+producer's tests import it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from gpudoctor.model import Source
+
+#: Units a fact may carry; the name's suffix says it (``_pct``, ``_ms``, ``_mib`` …).
+UNITS = ("%", "ms", "us", "s", "MiB", "MB", "MiB/s", "W", "degC", "MHz", "count", "number", "ratio", "bool",
+         "text", "list")
+
+#: Location fields every fact set carries; conditions may read them like facts.
+LOCATION_NAMES = frozenset({"rank", "step", "pid", "gpu", "path", "line", "col", "label", "start_us", "end_us"})
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    """One fact as one source produces it."""
+
+    name: str
+    source: Source
+    scopes: tuple[str, ...]
+    unit: str
+    producer: str
+    doc: str
+
+    @property
+    def python_type(self) -> str:
+        return {"bool": "bool", "text": "str", "list": "list", "count": "int"}.get(self.unit, "float")
+
+
+_TABLE = """
+# name                                   where                                         unit    producer         doc
+# --- trace, one fact set per rank trace (gpudoctor.trace.metrics and friends) ---
+trace_events                             trace:rank                                    count   trace.metrics    events kept from the trace file
+step_count                               trace:rank                                    count   trace.metrics    ProfilerStep#N annotations in the trace
+has_steps                                trace:rank                                    bool    trace.metrics    whether the trace has ProfilerStep#N boundaries
+step_time_p50_ms                         trace:rank,straggler                          ms      trace.metrics    median step time over the profiled steps
+step_time_max_ms                         trace:rank                                    ms      trace.metrics    longest profiled step
+step_time_ms                             trace:rank                                    ms      trace.bottleneck mean profiled step time: what the impact estimates and the step parts start from
+kernel_time_us                           trace:rank                                    us      trace.metrics    last GPU event end − first GPU event start (HTA's kernel_time)
+idle_pct                                 trace:rank                                    %       trace.metrics    GPU idle share of kernel_time (HTA temporal breakdown)
+compute_pct                              trace:rank                                    %       trace.metrics    union of computation kernels as a share of kernel_time (HTA)
+non_compute_pct                          trace:rank                                    %       trace.metrics    communication + memory kernels not overlapped by compute (HTA)
+memory_pct                               trace:rank                                    %       trace.metrics    memcpy/memset share of kernel_time
+comm_pct                                 trace:rank                                    %       trace.metrics    communication kernels as a share of kernel_time
+comm_ms_per_step                         trace:rank                                    ms      trace.metrics    communication kernel time per step
+overlap_pct                              trace:rank                                    %       trace.metrics    share of communication time overlapped by compute (HTA)
+last_step_dropped                        trace:rank                                    bool    trace.metrics    GPU work of the last ProfilerStep left out, as HTA does
+compute_kernel_ms                        trace:rank                                    ms      trace.metrics    total computation-kernel time in the profiled steps
+kernel_count                             trace:rank                                    count   trace.metrics    GPU kernels in the trace
+kernels_per_step                         trace:rank                                    number  trace.metrics    kernels launched per step
+kernel_p50_us                            trace:rank                                    us      trace.metrics    median kernel duration
+small_kernel_pct                         trace:rank                                    %       trace.metrics    share of kernels shorter than 10 µs
+launch_delay_p50_us                      trace:rank                                    us      trace.metrics    median delay from cudaLaunchKernel to the kernel's start
+host_wait_pct                            trace:rank                                    %       trace.metrics    GPU idle time spent waiting for the host to launch work
+kernel_wait_pct                          trace:rank                                    %       trace.metrics    GPU idle time between back-to-back kernels (queue full)
+gemm_time_pct                            trace:rank                                    %       trace.metrics    GEMM/conv share of all compute-kernel time
+gemm_fp32_simt_pct                       trace:rank                                    %       trace.metrics    share of GEMM/conv time in fp32 on CUDA cores (ffma, simt, winograd)
+gemm_tf32_pct                            trace:rank                                    %       trace.metrics    share of GEMM/conv time in TF32 on tensor cores
+gemm_lowp_pct                            trace:rank                                    %       trace.metrics    share of GEMM/conv time in bf16/fp16 on tensor cores
+gemm_unknown_pct                         trace:rank                                    %       trace.metrics    share of GEMM/conv time whose precision the name does not tell
+gemm_ms_per_step                         trace:rank                                    ms      trace.bottleneck GEMM/conv kernel time per step
+gemm_fp32_simt_ms_per_step               trace:rank                                    ms      trace.bottleneck fp32 CUDA-core GEMM/conv kernel time per step
+gemm_tf32_ms_per_step                    trace:rank                                    ms      trace.bottleneck TF32 GEMM/conv kernel time per step
+matmul_fp32_simt_ms_per_step             trace:rank                                    ms      trace.bottleneck fp32 CUDA-core matmul (not conv) kernel time per step: what allow_tf32 changes
+conv_fp32_simt_ms_per_step               trace:rank                                    ms      trace.bottleneck fp32 CUDA-core convolution kernel time per step: what cudnn.allow_tf32 changes
+matmul_fp32_simt_pct_of_gpu              trace:rank                                    %       trace.bottleneck fp32 CUDA-core matmul kernel time as a share of GPU busy time
+fp32_simt_pct_of_gpu                     trace:rank                                    %       trace.bottleneck fp32 CUDA-core GEMM/conv kernel time as a share of GPU busy time
+sync_gpu_idle_pct                        trace:rank                                    %       trace.bottleneck GPU idle after host syncs as a share of the step
+host_active_ms_per_step                  trace:rank                                    ms      trace.bottleneck host threads running training work per step (union over threads, as profiled)
+allocator_ms_per_step                    trace:rank                                    ms      trace.bottleneck host time per step in cudaMalloc/cudaFree
+bound_share_pct                          trace:rank                                    %       trace.bottleneck the share of the step the bound takes
+part_gpu_gemm_conv_ms                    trace:rank                                    ms      trace.bottleneck step part: GPU busy in GEMM/convolution kernels (per step)
+part_gpu_fusible_ms                      trace:rank                                    ms      trace.bottleneck step part: GPU busy in fusible memory-bound kernels
+part_gpu_other_ms                        trace:rank                                    ms      trace.bottleneck step part: GPU busy in other kernels
+part_gpu_communication_ms                trace:rank                                    ms      trace.bottleneck step part: GPU busy in communication kernels
+part_gpu_memcpy_ms                       trace:rank                                    ms      trace.bottleneck step part: GPU busy in memcpy/memset
+part_idle_input_wait_ms                  trace:rank                                    ms      trace.bottleneck step part: GPU idle while the host loads data
+part_idle_host_sync_ms                   trace:rank                                    ms      trace.bottleneck step part: GPU idle after host syncs
+part_idle_host_launch_ms                 trace:rank                                    ms      trace.bottleneck step part: GPU idle while the host runs Python and launches
+k_fp32_to_bf16_low                       trace:rank                                    ratio   trace.bottleneck fp32 CUDA-core ÷ bf16 tensor-core GEMM/conv kernel-time ratio for this GPU, low end (catalog/throughput.py)
+k_fp32_to_bf16_high                      trace:rank                                    ratio   trace.bottleneck the same ratio, high end
+k_tf32_to_bf16_low                       trace:rank                                    ratio   trace.bottleneck TF32 ÷ bf16 GEMM/conv kernel-time ratio, low end
+k_tf32_to_bf16_high                      trace:rank                                    ratio   trace.bottleneck the same ratio, high end
+k_fp32_to_tf32_low                       trace:rank                                    ratio   trace.bottleneck fp32 CUDA-core ÷ TF32 GEMM/conv kernel-time ratio, low end
+k_fp32_to_tf32_high                      trace:rank                                    ratio   trace.bottleneck the same ratio, high end
+layout_transform_pct                     trace:rank                                    %       trace.metrics    share of compute-kernel time in layout transforms (nchwToNhwc …)
+layout_transform_ms_per_step             trace:rank                                    ms      trace.metrics    layout-transform kernel time per step
+max_gpu_gap_ms                           trace:rank                                    ms      trace.metrics    longest gap without GPU work inside the steps
+gpu_gaps_over_100ms                      trace:rank                                    count   trace.metrics    gaps of 100 ms or more without GPU work
+gpu_gap_total_ms                         trace:rank                                    ms      trace.metrics    total time in gaps of 100 ms or more
+dataloader_pct                           trace:rank                                    %       trace.steps      DataLoader time as a share of the median step
+dataloader_ms_per_step                   trace:rank                                    ms      trace.steps      DataLoader (enumerate/next) time per step on the host
+host_syncs_per_step                      trace:rank                                    number  trace.steps      calls per step that make the host wait for the GPU (.item(), synchronize, DtoH)
+host_sync_kinds                          trace:rank                                    text    trace.steps      which sync calls were seen
+host_sync_ms_per_step                    trace:rank                                    ms      trace.steps      time per step the host is blocked in those calls
+host_sync_pct                            trace:rank                                    %       trace.steps      host-blocked time as a share of the step
+copy_syncs_per_step                      trace:rank                                    number  trace.steps      synchronous device-to-host copies per step
+dtoh_copies_per_step                     trace:rank                                    number  trace.steps      device-to-host memcpys per step
+h2d_copies_per_step                      trace:rank                                    number  trace.steps      host-to-device memcpys per step
+pageable_h2d_per_step                    trace:rank                                    number  trace.steps      host-to-device copies per step from pageable (unpinned) memory
+pageable_h2d_mb_per_step                 trace:rank                                    MB      trace.steps      bytes per step copied from pageable memory
+pageable_h2d_ms_per_step                 trace:rank                                    ms      trace.steps      GPU time per step of pageable host-to-device copies
+optimizer_ms_per_step                    trace:rank                                    ms      trace.steps      GPU time per step of kernels launched inside Optimizer.step
+optimizer_kernels_per_step               trace:rank                                    number  trace.steps      kernels per step launched inside Optimizer.step
+optimizer_multi_tensor_kernels_per_step  trace:rank                                    number  trace.steps      multi-tensor-apply (foreach/fused) optimizer kernels per step
+compiled_frames                          trace:rank                                    count   trace.steps      distinct compiled regions seen
+compiled_graphs_per_step                 trace:rank                                    number  trace.steps      compiled graphs run per step
+compiled_fx_graph_calls_per_step         trace:rank                                    number  trace.steps      CompiledFxGraph calls per step
+compiled_calls_per_step                  trace:rank                                    number  trace.steps      outer calls of compiled functions per step (regions not nested in another region)
+compiled_graphs_per_call                 trace:rank                                    number  trace.steps      compiled graphs per call of a compiled function (largest mean over the functions); above 1 = graph breaks
+compiled_region_present                  trace:rank                                    bool    trace.fusion     anything in the trace ran compiled code (Torch-Compiled Region, CompiledFxGraph, triton_ kernels)
+gpu_kernel_ms_per_step                   trace:rank                                    ms      trace.fusion     summed GPU kernel/memcpy/memset time per step, communication kernels left out
+fusible_ms_per_step                      trace:rank                                    ms      trace.fusion     eager memory-bound kernels torch.compile could fuse (elementwise, norm, reduction, softmax, copy/cast), outside Optimizer.step, per step
+fusible_pct_of_gpu                       trace:rank                                    %       trace.fusion     fusible_ms_per_step as a share of gpu_kernel_ms_per_step
+fusible_kernels_per_step                 trace:rank                                    number  trace.fusion     fusible kernels per step
+fusible_norm_ms_per_step                 trace:rank                                    ms      trace.fusion     batch/layer/group/RMS-norm kernels per step (ATen and cuDNN)
+fusible_elementwise_ms_per_step          trace:rank                                    ms      trace.fusion     pointwise and activation kernels per step
+fusible_reduce_ms_per_step               trace:rank                                    ms      trace.fusion     reduction, loss and softmax kernels per step
+fusible_copy_ms_per_step                 trace:rank                                    ms      trace.fusion     copy and dtype-cast kernels per step
+compiled_kernel_pct_of_gpu               trace:rank                                    %       trace.fusion     Inductor (triton_) kernels as a share of GPU kernel time
+cast_ms_per_step                         trace:rank                                    ms      trace.fusion     dtype-cast kernels per step (fp32 to bf16/fp16 and back)
+autocast_cast_ms_per_step                trace:rank                                    ms      trace.fusion     cast kernels per step launched inside an autocast-eligible op or autograd's ToCopyBackward
+autocast_cast_kernels_per_step           trace:rank                                    number  trace.fusion     those cast kernels per step
+autocast_cast_pct_of_gpu                 trace:rank                                    %       trace.fusion     autocast_cast_ms_per_step as a share of gpu_kernel_ms_per_step
+launch_gap_ms_per_step                   trace:rank                                    ms      trace.fusion     GPU idle per step between kernels while the next launch had not happened (gaps up to 1 ms)
+launch_gaps_per_step                     trace:rank                                    number  trace.fusion     such gaps per step
+kernel_sequence_static                   trace:rank                                    bool    trace.fusion     every profiled step launched the same kernel names in the same order
+kernel_sequence_match_pct                trace:rank                                    %       trace.fusion     share of steps whose kernel sequence is the most common one
+compiles_in_steps                        trace:rank                                    count   trace.steps      compilations that happened inside the profiled steps
+compile_ms_in_steps                      trace:rank                                    ms      trace.steps      time spent compiling inside the profiled steps
+recompiled_frames                        trace:rank                                    count   trace.steps      compiled regions compiled more than once
+outside_collective_ms_p50                trace:rank                                    ms      trace.metrics    median per-step time outside collective waits
+collective_wait_ms_p50                   trace:rank                                    ms      trace.metrics    median per-step time blocked in collectives on the host
+mem_peak_mib                             trace:rank                                    MiB     trace.metrics    peak allocated CUDA memory (memory profiling events)
+mem_peak_used_mib                        trace:rank                                    MiB     trace.metrics    peak allocated memory seen in the trace
+mem_reserved_peak_mib                    trace:rank                                    MiB     trace.metrics    peak reserved (cached) memory
+mem_total_mib                            trace:rank                                    MiB     trace.metrics    the GPU's memory from deviceProperties
+mem_peak_pct                             trace:rank                                    %       trace.metrics    peak reserved memory as a share of the GPU's memory
+gpu_busy_ms_per_step                     trace:rank                                    ms      trace.bottleneck union of GPU kernel/memcpy/memset time per step
+host_floor_ms                            trace:rank                                    ms      trace.bottleneck the step if the GPU were infinitely fast: step − time the host waits for the GPU
+sync_gpu_idle_ms_per_step                trace:rank                                    ms      trace.bottleneck GPU idle per step after host syncs until the next kernel starts
+input_gpu_idle_ms_per_step               trace:rank                                    ms      trace.bottleneck GPU idle per step while the host loads the next batch
+gpu_idle_ms_per_step                     trace:rank                                    ms      trace.bottleneck GPU idle time per step
+bound                                    trace:rank                                    text    trace.bottleneck what bounds the step: gpu-compute, input, host-overhead, communication, memory
+# --- trace, whole trace set ---
+rank_count                               trace:run,straggler                           count   trace.facts      rank traces analysed together
+device_name                              trace:run                                     text    trace.facts      GPU names from deviceProperties
+world_size                               trace:run                                     count   trace.facts      world size from distributedInfo
+gpu_arch_major                           trace:run                                     count   trace.facts      compute capability major of the GPU (9 = Hopper)
+trace_schema                             trace:run                                     text    trace.facts      trace schema versions seen
+median_step_time_p50_ms                  trace:run,straggler                           ms      trace.facts      median over ranks of the median step time
+# --- trace, one fact set per rank compared with the others (two or more ranks) ---
+straggler_score                          trace:straggler                               number  trace.facts      median time outside collectives of the faster ranks ÷ this rank's (< 0.75: straggler)
+step_time_score                          trace:straggler                               number  trace.facts      resiliency-ext's step-time ratio (median step ÷ this rank's)
+score_basis                              trace:straggler                               text    trace.facts      which time the score compares
+straggler_cause                          trace:straggler                               text    trace.facts      likely cause: input, gpu, cpu or compute
+cause_detail                             trace:straggler                               text    trace.facts      the evidence behind the cause
+straggler_ms                             trace:straggler                               ms      trace.facts      how much longer this rank's own work takes per step
+reference_ms                             trace:straggler                               ms      trace.facts      the faster ranks' time the score compares with
+reference_outside_ms                     trace:straggler                               ms      trace.facts      the faster ranks' median time outside collectives
+outside_collective_ms                    trace:straggler                               ms      trace.facts      this rank's median time outside collectives
+collective_wait_ms                       trace:straggler                               ms      trace.facts      this rank's median time blocked in collectives
+dominant_collective                      trace:straggler                               text    trace.facts      the collective kernel compared across ranks (HTA)
+late_collective_count                    trace:straggler                               count   trace.facts      times this rank started the dominant collective last
+late_collective_pct                      trace:straggler                               %       trace.facts      share of collectives this rank started last (HTA's straggler view)
+collectives_compared                     trace:straggler                               count   trace.facts      collectives compared across ranks
+slower_step_count                        trace:straggler                               count   trace.facts      steps in which this rank was slower than the reference
+slower_step_pct                          trace:straggler                               %       trace.facts      share of steps in which this rank was slower
+steps_compared                           trace:straggler                               count   trace.facts      steps compared across ranks
+# --- live, one fact set per GPU the target uses (gpudoctor.live.facts from NVML) ---
+gpu_util_pct                             live:gpu,job,rank                             %       live.facts       NVML utilization, mean over the window
+mem_used_mib                             live:gpu                                      MiB     live.facts       memory used on the GPU (NVML)
+mem_total_mib                            live:gpu                                      MiB     live.facts       the GPU's memory (NVML)
+mem_used_pct                             live:gpu                                      %       live.facts       memory used as a share of the GPU's
+power_w                                  live:gpu                                      W       live.facts       power draw
+power_limit_w                            live:gpu                                      W       live.facts       enforced power limit
+temperature_c                            live:gpu                                      degC    live.facts       GPU temperature
+sm_clock_mhz                             live:gpu                                      MHz     live.facts       current SM clock
+sm_clock_max_mhz                         live:gpu                                      MHz     live.facts       maximum SM clock
+throttle_reasons                         live:gpu                                      list    live.facts       active clock-event (throttle) reasons
+throttle_reason_text                     live:gpu                                      text    live.facts       the same, as text
+throttle_hw                              live:gpu                                      bool    live.facts       hardware slowdown, thermal or power brake active
+throttle_power                           live:gpu                                      bool    live.facts       software power cap active
+pcie_gen                                 live:gpu                                      count   live.facts       current PCIe generation
+pcie_gen_max                             live:gpu                                      count   live.facts       maximum PCIe generation
+pcie_width                               live:gpu                                      count   live.facts       current PCIe link width
+pcie_width_max                           live:gpu                                      count   live.facts       maximum PCIe link width
+pcie_degraded                            live:gpu                                      bool    live.facts       link below its maximum generation or width
+pcie_tx_mib_s                            live:gpu                                      MiB/s   live.facts       PCIe transmit throughput
+pcie_rx_mib_s                            live:gpu                                      MiB/s   live.facts       PCIe receive throughput
+ecc_uncorrected_volatile                 live:gpu                                      count   live.facts       uncorrected ECC errors since the driver loaded
+retired_pages                            live:gpu                                      count   live.facts       retired memory pages
+remapped_rows_pending                    live:gpu                                      bool    live.facts       row remapping pending (needs a GPU reset)
+target_sm_util_pct                       live:gpu                                      %       live.facts       the target's own SM utilization (per-process NVML)
+target_mem_used_mib                      live:gpu                                      MiB     live.facts       memory the target uses on this GPU
+other_process_count                      live:gpu                                      count   live.facts       other processes using this GPU
+other_pids_text                          live:gpu                                      text    live.facts       their PIDs
+device_name                              live:gpu                                      text    live.facts       GPU name
+gpm_sm_util_pct                          live:gpu                                      %       live.facts       GPM SM activity (Hopper and later)
+gpm_sm_occupancy_pct                     live:gpu                                      %       live.facts       GPM SM occupancy
+gpm_tensor_util_pct                      live:gpu,job                                  %       live.facts       GPM tensor-core activity (job: mean over the target's GPUs)
+gpm_dram_bw_util_pct                     live:gpu                                      %       live.facts       GPM DRAM bandwidth utilization
+gpm_fp32_util_pct                        live:gpu                                      %       live.facts       GPM FP32 pipe utilization
+gpm_fp16_util_pct                        live:gpu                                      %       live.facts       GPM FP16 pipe utilization
+# --- live, the watched process: process tree, /dev/shm, py-spy ---
+process_alive                            live:job                                      bool    live.facts       the target still runs
+process_cpu_pct                          live:job                                      %       live.facts       the target's CPU use (100 = one core)
+process_rss_mib                          live:job                                      MiB     live.facts       the target's resident memory
+process_threads                          live:job                                      count   live.facts       threads in the target
+worker_count                             live:job                                      count   live.facts       DataLoader worker processes
+worker_busy_count                        live:job                                      count   live.facts       workers using at least half a core
+worker_cpu_mean_pct                      live:job                                      %       live.facts       mean CPU use per worker
+worker_cpu_min_pct                       live:job                                      %       live.facts       least busy worker's CPU use
+cpu_count_allowed                        live:job                                      number  live.facts       CPUs the target may use (affinity ∩ cgroup quota)
+omp_num_threads                          live:job                                      count   live.facts       OMP_NUM_THREADS of the target
+intraop_threads                          live:job                                      count   live.facts       torch's intra-op pool size (OMP_NUM_THREADS or the machine's cores)
+compute_threads                          live:job                                      count   live.facts       intra-op threads + busy workers
+compute_threads_per_cpu                  live:job                                      number  live.facts       compute threads per allowed CPU
+python_version                           live:job                                      text    live.facts       the target's Python version
+nccl_env                                 live:job                                      list    live.facts       NCCL_* variables of the target
+nccl_debug                               live:job                                      text    live.facts       NCCL_DEBUG of the target
+nccl_debug_subsys                        live:job                                      text    live.facts       NCCL_DEBUG_SUBSYS of the target
+nccl_transports_disabled                 live:job                                      list    live.facts       NCCL variables that switch a fast transport off
+nccl_transports_disabled_text            live:job                                      text    live.facts       the same, as text
+cuda_launch_blocking                     live:job                                      bool    live.facts       CUDA_LAUNCH_BLOCKING set
+pytorch_cuda_alloc_conf                  live:job                                      text    live.facts       PYTORCH_CUDA_ALLOC_CONF of the target
+torch_env_debug_vars                     live:job                                      list    live.facts       torch debug variables set in the target
+shm_total_mib                            live:job                                      MiB     live.facts       size of the target's /dev/shm
+shm_free_mib                             live:job                                      MiB     live.facts       free space in /dev/shm
+shm_free_pct                             live:job                                      %       live.facts       free share of /dev/shm
+shm_used_pct                             live:job                                      %       live.facts       used share of /dev/shm
+shm_segments                             live:job                                      count   live.facts       torch shared-memory segments the job holds
+shm_segments_mib                         live:job                                      MiB     live.facts       their size
+shm_error_seen                           live:job                                      bool    live.facts       a bus error / no space on /dev/shm was seen
+shm_error_text                           live:job                                      text    live.facts       the error seen
+shm_needed_mib                           live:job                                      MiB     live.facts       workers × prefetch_factor × batch size (agent-measured)
+stack_samples                            live:job                                      count   live.facts       py-spy samples of the main thread in the window
+stack_data_loading_pct                   live:job                                      %       live.facts       main-thread samples in data loading
+stack_forward_pct                        live:job                                      %       live.facts       main-thread samples in forward
+stack_backward_pct                       live:job                                      %       live.facts       main-thread samples in backward
+stack_optimizer_pct                      live:job                                      %       live.facts       main-thread samples in the optimizer step
+stack_host_sync_pct                      live:job                                      %       live.facts       main-thread samples blocked in host syncs (.item(), .cpu(), synchronize)
+stack_checkpoint_pct                     live:job                                      %       live.facts       main-thread samples saving checkpoints
+stack_logging_pct                        live:job                                      %       live.facts       main-thread samples logging
+stack_gpudoctor_agent_pct                live:job                                      %       live.facts       main-thread samples in gpudoctor's own agent
+stack_other_pct                          live:job                                      %       live.facts       main-thread samples elsewhere
+stack_top_frame                          live:job                                      text    live.facts       most frequent leaf frame
+stack_top_frame_pct                      live:job                                      %       live.facts       its share of the samples
+# --- live, from the in-process agent ---
+steps_total                              live:job                                      count   agent            steps seen since the agent started
+window_steps                             live:job                                      count   agent            steps in the last window
+step_time_p50_ms                         live:job,rank                                 ms      agent            median step time in the window
+step_time_p90_ms                         live:job                                      ms      agent            90th-percentile step time
+steps_per_s                              live:job                                      number  agent            step rate
+data_wait_pct                            live:job,rank                                 %       agent            share of the step spent waiting for the next batch
+data_wait_p50_ms                         live:job                                      ms      agent            median wait for the next batch
+h2d_ms_per_step                          live:job                                      ms      agent            host-to-device copy time per step
+host_syncs_per_step                      live:job                                      number  agent            host syncs per step counted by the agent
+graph_breaks                             live:job                                      count   agent            torch.compile graph breaks (dynamo counters)
+graph_break_reasons                      live:job                                      list    live.facts       graph-break reasons with user file:line
+graph_break_top_reason                   live:job                                      text    live.facts       the most frequent reason
+recompiles                               live:job                                      count   agent            torch.compile recompilations
+unique_graphs                            live:job                                      count   agent            compiled graphs
+autocast_enabled                         live:job                                      bool    agent            autocast active in the training steps
+autocast_dtype                           live:job                                      text    agent            autocast dtype
+tf32_matmul                              live:job                                      bool    agent            torch.backends.cuda.matmul.allow_tf32
+tf32_cudnn                               live:job                                      bool    agent            torch.backends.cudnn.allow_tf32
+cudnn_benchmark                          live:job                                      bool    agent            torch.backends.cudnn.benchmark
+cuda_mem_allocated_mib                   live:job                                      MiB     agent            CUDA memory allocated by tensors
+cuda_mem_reserved_mib                    live:job                                      MiB     agent            CUDA memory reserved by the caching allocator
+cuda_mem_peak_mib                        live:job                                      MiB     agent            peak allocated CUDA memory
+cuda_mem_total_mib                       live:job                                      MiB     agent            the device's memory as torch sees it
+cuda_alloc_retries                       live:job                                      count   agent            allocator retries (cache flushes)
+cuda_ooms                                live:job                                      count   agent            out-of-memory errors caught by the allocator
+mem_allocated_trend_mib_per_100_steps    live:job                                      number  agent            growth of allocated memory per 100 steps
+loader_batch_mib                         live:job                                      MiB     agent            one batch as the DataLoader returns it
+loader_workers                           live:job                                      count   agent            the DataLoader's num_workers
+loader_prefetch_factor                   live:job                                      count   agent            the DataLoader's prefetch_factor
+cuda_in_use                              live:job                                      bool    live.facts       the target uses CUDA
+cuda_mem_peak_pct                        live:job                                      %       live.facts       peak allocated as a share of the device's memory
+cuda_mem_reserved_pct                    live:job                                      %       live.facts       reserved as a share of the device's memory
+cuda_mem_fragmentation_pct               live:job                                      %       live.facts       reserved but not allocated, as a share of reserved
+step_time_ms                             live:job                                      ms      live.facts       the agent's median step time: what live impact estimates start from
+gpu_busy_ms_per_step                     live:job                                      ms      live.facts       NVML utilization × step time
+# --- live, whole session ---
+session_s                                live:run                                      s       live.facts       seconds since the session started
+gpu_count                                live:run                                      count   live.facts       GPUs the target uses
+rank                                     live:run                                      count   live.facts       the target's RANK
+local_rank                               live:run                                      count   live.facts       the target's LOCAL_RANK
+world_size                               live:run                                      count   live.facts       the target's WORLD_SIZE
+# --- live, one fact set per local rank of a multi-rank job (gpudoctor.live.stragglers) ---
+straggler_score                          live:rank                                     number  live.stragglers  median time outside collectives of the faster ranks ÷ this rank's
+score_basis                              live:rank                                     text    live.stragglers  how the time outside collectives was obtained
+straggler_cause                          live:rank                                     text    live.stragglers  likely cause: input, gpu, cpu or compute
+cause_detail                             live:rank                                     text    live.stragglers  the evidence behind the cause
+slow_windows                             live:rank                                     count   live.stragglers  consecutive windows this rank was slow
+outside_collective_ms                    live:rank                                     ms      live.stragglers  this rank's time outside collective waits per step
+reference_outside_ms                     live:rank                                     ms      live.stragglers  the faster ranks' time outside collectives
+rank_count                               live:rank,ranks                               count   live.stragglers  local ranks watched
+rank_step_time_ms                        live:rank                                     ms      live.stragglers  this rank's mean step time
+rank_data_wait_ms                        live:rank                                     ms      live.stragglers  this rank's mean data wait per step
+rank_compute_ms                          live:rank                                     ms      live.stragglers  this rank's mean time computing per step
+rank_collective_wait_ms                  live:rank                                     ms      live.stragglers  this rank's mean collective wait per step
+rank_steps_total                         live:rank                                     count   live.stragglers  steps this rank has done
+collective_wait_pct                      live:rank                                     %       live.stragglers  this rank's collective wait as a share of its step
+peer_collective_wait_ms                  live:rank                                     ms      live.stragglers  the other ranks' mean collective wait per step
+peer_collective_wait_pct                 live:rank                                     %       live.stragglers  the other ranks' collective wait as a share of their step
+waited_on                                live:rank                                     bool    live.stragglers  the others wait for this rank (≥ 15% of their step, ≥ 4× its own wait)
+# --- live, all local ranks together ---
+steps_by_rank                            live:ranks                                    text    live.stragglers  step count of each rank
+min_steps_total                          live:ranks                                    count   live.stragglers  fewest steps of any rank
+max_steps_total                          live:ranks                                    count   live.stragglers  most steps of any rank
+step_spread                              live:ranks                                    count   live.stragglers  max − min step count
+ranks_with_steps                         live:ranks                                    count   live.stragglers  ranks whose step count could be read
+stalled_s                                live:ranks                                    s       live.stragglers  seconds since any rank made a step
+recent_step_time_s                       live:ranks                                    s       live.stragglers  the last step time the ranks reported
+lagging_ranks                            live:ranks                                    text    live.stragglers  the ranks behind
+dead_ranks                               live:ranks                                    text    live.stragglers  ranks that exited
+dead_rank_count                          live:ranks                                    count   live.stragglers  how many ranks exited
+where_by_rank                            live:ranks                                    text    live.stragglers  where each rank's main thread is (py-spy), after a stall
+# --- static: Python training code (gpudoctor.static.python) ---
+file_kind                                static:*                                      text    static.files     python, dockerfile, compose, k8s, shell
+file_uses_cuda                           static:python.*                               bool    static.python    the file moves work to CUDA
+file_uses_ddp                            static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself uses DistributedDataParallel or init_process_group
+file_has_distributed_sampler             static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself mentions DistributedSampler
+file_is_entry_point                      static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file runs on its own: an if __name__ == "__main__" block or its own training loop
+num_workers                              static:python.dataloader                      count   static.pyextra   DataLoader num_workers (-1 = not a literal)
+pin_memory                               static:python.dataloader                      text    static.pyextra   true / false / unset / dynamic
+persistent_workers                       static:python.dataloader                      text    static.pyextra   true / false / unset / dynamic
+sampler_given                            static:python.dataloader                      bool    static.pyextra   a sampler argument is passed
+kind                                     static:python.loop_call,file.error            text    static.python    item / cpu / tolist / numpy / print / synchronize (file.error: what went wrong)
+call                                     static:python.*                               text    static.python    the call as written
+periodic                                 static:python.loop_call,python.host_tensor_copy bool  static.python    guarded by a step % N condition
+in_step_function                         static:python.loop_call,python.training_loop,python.host_tensor_copy bool static.python in a function that calls backward()
+has_autocast                             static:python.training_loop                   bool    static.python    the loop runs under autocast
+factory                                  static:python.host_tensor_copy                text    static.pyextra   the tensor factory called every step
+breaker                                  static:python.compiled_forward                text    static.python    the graph-breaking call inside a compiled forward
+certain                                  static:python.compiled_forward,python.conv_bias_bn bool static.python  the pattern is certain, not a guess from names
+api                                      static:python.deprecated_amp                  text    static.python    the deprecated API used
+replacement                              static:python.deprecated_amp                  text    static.python    what to use instead
+optimizer                                static:python.optimizer                       text    static.pyextra   the optimizer class
+foreach                                  static:python.optimizer                       text    static.pyextra   foreach / fused argument as written
+find_unused_parameters                   static:python.ddp                             text    static.pyextra   DDP find_unused_parameters as written
+backend                                  static:python.process_group                   text    static.pyextra   process-group backend
+reader                                   static:python.whole_dataset_load              text    static.pyextra   the function reading the whole dataset
+use_reentrant                            static:python.checkpoint                      text    static.pyextra   checkpoint use_reentrant as written
+layer                                    static:python.conv_layer,python.conv_bias_bn  text    static.python    the layer
+# --- static: deployment files ---
+image                                    static:docker.base_image                      text    static.deploy    base image as written
+repo                                     static:docker.base_image                      text    static.deploy    image repository
+tag                                      static:docker.base_image                      text    static.deploy    image tag
+tag_state                                static:docker.base_image                      text    static.deploy    digest / version / variable / floating / latest / none
+gpu_image                                static:docker.base_image                      bool    static.deploy    a CUDA / PyTorch image
+instruction                              static:docker.entrypoint                      text    static.deploy    CMD or ENTRYPOINT
+form                                     static:docker.entrypoint                      text    static.deploy    exec / shell / exec-sh-c
+uses_exec                                static:docker.entrypoint                      bool    static.deploy    the shell form execs the command
+runs_launcher                            static:docker.entrypoint                      bool    static.deploy    the command starts a launcher (torchrun …)
+command                                  static:docker.entrypoint,launch.command       text    static.deploy    the command as written
+name                                     static:deploy.env                             text    static.deploy    variable name
+value                                    static:deploy.env                             text    static.deploy    variable value
+workload                                 static:deploy.shm                             text    static.deploy    the service, container or command
+gpu                                      static:deploy.shm                             bool    static.deploy    the workload requests GPUs
+shm_configured                           static:deploy.shm                             bool    static.deploy    shared memory is sized (--shm-size, ipc=host, emptyDir Memory)
+shm_size_mib                             static:deploy.shm                             MiB     static.deploy    the size given (-1 unknown)
+ipc_host                                 static:deploy.shm                             bool    static.deploy    the host's IPC namespace is shared
+container                                static:k8s.container                          text    static.manifests container name
+gpu_requests                             static:k8s.container                          count   static.manifests GPUs requested
+gpu_limits                               static:k8s.container                          count   static.manifests GPUs limited
+launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
+reason                                   static:file.error                             text    static.sites     why the file could not be analysed
+detail                                   static:file.error                             text    static.sites     the error
+# --- static: the whole checked tree ---
+project_uses_cuda                        static:run                                    bool    static.runner    some checked file moves work to CUDA
+project_uses_ddp                         static:run                                    bool    static.runner    some checked file uses DistributedDataParallel
+project_has_distributed_sampler          static:run                                    bool    static.runner    some checked file uses a DistributedSampler
+project_pins_memory                      static:run                                    bool    static.runner    some checked file pins host memory
+project_cudnn_benchmark                  static:run                                    bool    static.runner    some checked file sets cudnn.benchmark
+project_uses_no_sync                     static:run                                    bool    static.runner    some checked file uses DDP no_sync()
+project_has_grad_scaler                  static:run                                    bool    static.runner    some checked file uses a GradScaler
+project_has_autocast                     static:run                                    bool    static.runner    some checked file uses autocast
+project_dataloader_workers               static:run                                    bool    static.runner    some checked DataLoader uses workers
+project_uses_compile                     static:run                                    bool    static.runner    some checked file calls torch.compile (or Module.compile)
+project_python_files                     static:run                                    count   static.runner    Python files checked
+# --- env: this machine (gpudoctor.static.machine) ---
+driver_version                           env:machine                                   text    static.machine   NVIDIA driver version
+driver_cuda                              env:machine                                   text    static.machine   CUDA version the driver supports
+driver_cuda_version                      env:machine                                   number  static.machine   the same as a number (12.4 → 12040)
+torch_version                            env:machine                                   text    static.machine   installed torch
+torch_cuda                               env:machine                                   text    static.machine   CUDA version torch was built for
+torch_cuda_version                       env:machine                                   number  static.machine   the same as a number
+gpu_count                                env:machine                                   count   static.machine   GPUs NVML sees
+gpu_uuids                                env:machine                                   list    static.machine   their UUIDs
+nccl_version                             env:machine                                   text    static.machine   NCCL torch loads
+cudnn_build                              env:machine                                   text    static.machine   cuDNN version torch was built with (asked of a child interpreter)
+cudnn_runtime                            env:machine                                   text    static.machine   cuDNN version torch loads at run time
+cudnn_versions_differ                    env:machine                                   bool    static.machine   build and run-time cuDNN differ in major or minor version
+shm_size_mib                             env:machine                                   MiB     static.machine   size of /dev/shm
+cuda_visible_devices                     env:machine                                   text    static.machine   CUDA_VISIBLE_DEVICES
+cuda_visible_devices_unmatched           env:machine                                   count   static.machine   entries of CUDA_VISIBLE_DEVICES that match no GPU
+ptrace_scope                             env:machine                                   count   static.machine   kernel.yama.ptrace_scope
+cap_sys_ptrace                           env:machine                                   bool    static.machine   this process holds CAP_SYS_PTRACE
+ptrace_permitted                         env:machine                                   bool    static.machine   attach can inject the agent
+ptrace_reason                            env:machine                                   text    static.machine   why not, when not
+is_root                                  env:machine                                   bool    static.machine   running as root
+"""
+
+
+class Registry:
+    """Every declared fact, by name and source."""
+
+    def __init__(self, specs: Iterable[FactSpec]) -> None:
+        self._specs: dict[tuple[str, Source], FactSpec] = {}
+        for spec in specs:
+            key = (spec.name, spec.source)
+            if key in self._specs:
+                raise ValueError(f"fact {spec.name!r} of source {spec.source.value} is declared twice")
+            self._specs[key] = spec
+
+    def __iter__(self) -> Iterator[FactSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def get(self, name: str, source: Source) -> FactSpec | None:
+        return self._specs.get((name, source))
+
+    def names(self) -> set[str]:
+        return {name for name, _ in self._specs}
+
+    def knows(self, name: str, source: Source, scope: str) -> bool:
+        """Whether ``name`` exists in fact sets of ``scope`` from ``source`` (``run`` facts are seen by all)."""
+        spec = self._specs.get((name, source))
+        if spec is None:
+            return False
+        return any(_scope_matches(s, scope) or s == "run" for s in spec.scopes)
+
+
+def _scope_matches(declared: str, scope: str) -> bool:
+    if declared == "*" or declared == scope:
+        return True
+    return declared.endswith(".*") and scope.startswith(declared[:-1])
+
+
+def _parse(table: str) -> list[FactSpec]:
+    specs: list[FactSpec] = []
+    for number, line in enumerate(table.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split(None, 4)
+        if len(parts) < 5:
+            raise ValueError(f"fact registry line {number}: expected name, where, unit, producer, doc")
+        name, where, unit, producer, doc = parts
+        source_text, _, scopes = where.partition(":")
+        if unit not in UNITS:
+            raise ValueError(f"fact registry line {number}: unknown unit {unit!r}")
+        specs.append(FactSpec(name, Source(source_text), tuple(scopes.split(",")), unit, producer, doc.strip()))
+    return specs
+
+
+REGISTRY = Registry(_parse(_TABLE))
+
+
+def register(specs: Iterable[FactSpec]) -> None:
+    """Add facts declared elsewhere (a user's rule directory has none; this is for tests and plugins)."""
+    for spec in specs:
+        REGISTRY._specs[(spec.name, spec.source)] = spec
+
+
+def unknown_names(names: Iterable[str], source: Source, scope: str, options: Iterable[str]) -> list[str]:
+    """Names a condition of ``source``/``scope`` uses that are neither facts, options nor location fields."""
+    known_options = set(options)
+    return sorted({n for n in names if n not in known_options and n not in LOCATION_NAMES
+                   and not REGISTRY.knows(n, source, scope)})

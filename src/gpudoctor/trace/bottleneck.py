@@ -1,0 +1,241 @@
+"""Where one rank's step goes, and what bounds it: the bottleneck verdict and the impact facts.
+
+Why this exists: a finding is worth what its fix gains, and that depends on what bounds the step.
+Every profiled step's wall time (its host ``ProfilerStep`` span) is split into parts that add up to
+the step:
+
+- GPU busy, by kernel class (first class wins where streams overlap): ``gpu:communication``,
+  ``gpu:gemm/conv``, ``gpu:fusible`` (eager memory-bound kernels torch.compile fuses),
+  ``gpu:memcpy``, ``gpu:other``;
+- GPU idle, by what the host was doing: ``idle:input wait`` (inside the DataLoader's ``__next__``),
+  ``idle:host sync`` (from the end of a sync call — ``.item()``, ``synchronize``, a sync copy — until
+  the next GPU work starts: the queue the sync drained, refilled), ``idle:host/launch`` (the rest:
+  Python, launches, anything else on the host).
+
+From the same timeline come the facts the impact estimates need: ``gpu_busy_ms_per_step`` (the floor
+for a fix that shortens host work) and ``host_floor_ms`` — the step minus the time the host spends
+blocked waiting for the GPU (in sync calls, and in kernel launches once the launch queue is full) —
+the floor for a fix that shortens GPU work.
+
+What it must not do: read files, know rule thresholds, or render anything.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+from gpudoctor.bottleneck import PARTS, Bottleneck, verdict_from_parts
+from gpudoctor.catalog.throughput import ratios_for
+from gpudoctor.model import FactValue
+from gpudoctor.trace import kernels as kn
+from gpudoctor.trace.context import Context
+from gpudoctor.trace.events import K_ANNOTATION, K_CPU_OP, K_MEMCPY, K_MEMSET, K_OTHER, K_RUNTIME, EventTable
+from gpudoctor.trace.timeline import Interval, intersection_length, merge, total
+
+#: A kernel launch that takes longer than this is blocked on a full launch queue (µs).
+LAUNCH_BLOCKED_US = 50.0
+#: How much longer the host's own work takes while torch.profiler records every op than without it
+#: (Kineto's per-op bookkeeping; calibrated on the H200, see docs/impact.md). The host floor divides
+#: the host's active time (DataLoader waits excepted) by this.
+HOST_PROFILER_INFLATION = 1.6
+_LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                 "cudaGraphLaunch", "hipLaunchKernel", "hipExtModuleLaunchKernel")
+_HOST_ACTIVE_KINDS = frozenset({K_CPU_OP, K_ANNOTATION, K_RUNTIME, K_OTHER})
+_ALLOCATOR_CALLS = ("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaHostAlloc")
+
+
+def _gpu_class(t: EventTable, i: int) -> str:
+    if t.kind[i] in (K_MEMCPY, K_MEMSET):
+        return "gpu:memcpy"
+    name = t.names[t.name[i]]
+    if kn.is_communication(name):
+        return "gpu:communication"
+    if kn.gemm_precision(name) is not None:
+        return "gpu:gemm/conv"
+    if kn.fusion_class(name) is not None:
+        return "gpu:fusible"
+    return "gpu:other"
+
+
+def _clip(intervals: Sequence[Interval], lo: float, hi: float) -> list[Interval]:
+    return [(max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi]
+
+
+def _subtract(base: Sequence[Interval], cut: Sequence[Interval]) -> list[Interval]:
+    """``base`` minus ``cut`` (both merged and sorted)."""
+    out: list[Interval] = []
+    j = 0
+    for a, b in base:
+        cur = a
+        while j < len(cut) and cut[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(cut) and cut[k][0] < b:
+            if cut[k][0] > cur:
+                out.append((cur, cut[k][0]))
+            cur = max(cur, cut[k][1])
+            k += 1
+        if cur < b:
+            out.append((cur, b))
+    return out
+
+
+def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = None,
+                       device_name: str | None = None) -> dict[str, FactValue]:
+    """Impact facts and the step-part shares of one rank (empty without steps and GPU work)."""
+    out: dict[str, FactValue] = {}
+    out.update({k: v for k, v in ratios_for(compute_major, device_name).items()})
+    if not ctx.steps or not ctx.device:
+        return out
+    parts, blocked_us, alloc_us, gemm_us, (active_us, loader_us) = _partition(t, ctx)
+    n = ctx.n_steps
+    step_us = sum(b - a for _, a, b in ctx.steps)
+    step_ms = step_us / 1000.0 / n
+    gpu_busy = sum(v for k, v in parts.items() if k.startswith("gpu:")) / 1000.0 / n
+    out.update({
+        "step_time_ms": round(step_ms, 3),
+        "gpu_busy_ms_per_step": round(gpu_busy, 3),
+        "gpu_idle_ms_per_step": round(step_ms - gpu_busy, 3),
+        "host_floor_ms": round(_host_floor(step_us, blocked_us, active_us, loader_us) / 1000.0 / n, 3),
+        "host_active_ms_per_step": round(active_us / 1000.0 / n, 3),
+        "sync_gpu_idle_ms_per_step": round(parts["idle:host sync"] / 1000.0 / n, 3),
+        "input_gpu_idle_ms_per_step": round(parts["idle:input wait"] / 1000.0 / n, 3),
+        "allocator_ms_per_step": round(alloc_us / 1000.0 / n, 3),
+    })
+    for cls, us in gemm_us.items():
+        out[f"{cls}_ms_per_step"] = round(us / 1000.0 / n, 3)
+    if gpu_busy > 0:
+        out["matmul_fp32_simt_pct_of_gpu"] = round(100.0 * gemm_us["matmul_fp32_simt"] / 1000.0 / n / gpu_busy, 2)
+        out["fp32_simt_pct_of_gpu"] = round(100.0 * gemm_us["gemm_fp32_simt"] / 1000.0 / n / gpu_busy, 2)
+    out["sync_gpu_idle_pct"] = round(100.0 * parts["idle:host sync"] / step_us, 2)
+    for name in PARTS:
+        out["part_" + _slug(name) + "_ms"] = round(parts[name] / 1000.0 / n, 3)
+    verdict = verdict_from_parts({p: parts[p] / 1000.0 / n for p in PARTS}, step_ms,
+                                 allocator_ms=alloc_us / 1000.0 / n)
+    out["bound"] = verdict.bound
+    out["bound_share_pct"] = verdict.share_pct
+    return out
+
+
+def _host_floor(step_us: float, blocked_us: float, active_us: float, loader_us: float) -> float:
+    """The step if the GPU took no time: the host's unblocked work, less what the profiler adds to it."""
+    unblocked = max(0.0, step_us - blocked_us)
+    own_work = max(0.0, active_us - blocked_us - loader_us)
+    return min(unblocked, loader_us + own_work / HOST_PROFILER_INFLATION)
+
+
+def _slug(part: str) -> str:
+    return part.replace(":", "_").replace("/", "_").replace(" ", "_")
+
+
+def parts_from_facts(values: dict[str, Any]) -> dict[str, float]:
+    """The step parts (ms per step) back from a rank's facts."""
+    return {p: float(values.get("part_" + _slug(p) + "_ms") or 0.0) for p in PARTS}
+
+
+def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, float, dict[str, float],
+                                                    tuple[float, float]]:
+    """µs per part over all steps; µs the host is blocked on the GPU; µs in the allocator; GEMM µs by class."""
+    parts = dict.fromkeys(PARTS, 0.0)
+    by_class: dict[str, list[Interval]] = {}
+    gemm_us = {"gemm": 0.0, "gemm_fp32_simt": 0.0, "gemm_tf32": 0.0, "matmul_fp32_simt": 0.0,
+               "conv_fp32_simt": 0.0}
+    lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
+    for i in ctx.device:
+        start, end = t.ts[i], t.ts[i] + t.dur[i]
+        if end <= start:
+            continue
+        if end > lo and start < hi:
+            cls = _gpu_class(t, i)
+            by_class.setdefault(cls, []).append((start, end))
+            if cls == "gpu:gemm/conv" and ctx.step_of_device(t, i) is not None:
+                _add_gemm(gemm_us, t.names[t.name[i]], t.dur[i])
+    merged = {cls: merge(v) for cls, v in by_class.items()}
+    order = ("gpu:communication", "gpu:gemm/conv", "gpu:fusible", "gpu:memcpy", "gpu:other")
+    covered: list[Interval] = []
+    busy_by_class: dict[str, list[Interval]] = {}
+    for cls in order:
+        own = _subtract(merged.get(cls, []), covered)
+        busy_by_class[cls] = own
+        covered = merge([*covered, *own])
+    starts = [a for a, _ in covered]
+    loader = merge((t.ts[i], t.ts[i] + t.dur[i]) for i in ctx.host_ops(
+        t, lambda n: n.startswith("enumerate(DataLoader)") and "__next__" in n))
+    after_sync = []
+    for i in ctx.sync_calls:
+        end = t.ts[i] + t.dur[i]
+        k = bisect.bisect_left(starts, end)
+        nxt = starts[k] if k < len(starts) else hi
+        if nxt > end:
+            after_sync.append((end, nxt))
+    after_sync = merge(after_sync)
+    blocked, alloc = _host_blocked(t, ctx)
+    active = _host_active(t, ctx, loader)
+    for _, a, b in ctx.steps:
+        for cls in order:
+            parts[cls] += total(_clip(busy_by_class[cls], a, b))
+        idle = _subtract([(a, b)], _clip(covered, a, b))
+        input_idle = intersection_length(idle, _clip(loader, a, b))
+        rest = _subtract(idle, _clip(loader, a, b))
+        sync_idle = intersection_length(rest, _clip(after_sync, a, b))
+        parts["idle:input wait"] += input_idle
+        parts["idle:host sync"] += sync_idle
+        parts["idle:host/launch"] += total(idle) - input_idle - sync_idle
+    return parts, blocked, alloc, gemm_us, active
+
+
+def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tuple[float, float]:
+    """µs the host's threads run training work inside the steps (union over threads), and of it in the DataLoader."""
+    host: list[Interval] = []
+    skip = {i for i, n in enumerate(t.names) if n.startswith("ProfilerStep")}
+    kind, name, ts, dur, stream = t.kind, t.name, t.ts, t.dur, t.stream
+    lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
+    for i in range(len(kind)):
+        if kind[i] in _HOST_ACTIVE_KINDS and stream[i] < 0 and lo <= ts[i] <= hi and name[i] not in skip:
+            host.append((ts[i], ts[i] + dur[i]))
+    merged = merge(host)
+    inside = sum(total(_clip(merged, a, b)) for _, a, b in ctx.steps)
+    in_loader = sum(intersection_length(_clip(merged, a, b), _clip(loader, a, b)) for _, a, b in ctx.steps)
+    return inside, in_loader
+
+
+def _add_gemm(acc: dict[str, float], name: str, dur: float) -> None:
+    acc["gemm"] += dur
+    precision = kn.gemm_precision(name)
+    low = name.lower()
+    is_conv = any(h in low for h in ("conv", "winograd", "fft", "dgrad", "wgrad", "fprop", "implicit"))
+    if precision == kn.FP32_SIMT:
+        acc["gemm_fp32_simt"] += dur
+        acc["conv_fp32_simt" if is_conv else "matmul_fp32_simt"] += dur
+    elif precision == kn.TF32:
+        acc["gemm_tf32"] += dur
+
+
+def _host_blocked(t: EventTable, ctx: Context) -> tuple[float, float]:
+    """µs the host waits for the GPU inside the steps (syncs, launches on a full queue); µs in the allocator."""
+    blocked: list[Interval] = [(t.ts[i], t.ts[i] + t.dur[i]) for i in ctx.sync_calls if ctx.in_steps(t.ts[i])]
+    alloc = 0.0
+    names = t.names
+    launch_ids = {i for i, n in enumerate(names) if n in _LAUNCH_CALLS}
+    alloc_ids = {i for i, n in enumerate(names) if n in _ALLOCATOR_CALLS}
+    if launch_ids or alloc_ids:
+        name, ts, dur = t.name, t.ts, t.dur
+        for i in ctx.launch_by_corr.values():  # every runtime call with a correlation id
+            nid = name[i]
+            if nid in launch_ids and dur[i] > LAUNCH_BLOCKED_US and ctx.in_steps(ts[i]):
+                blocked.append((ts[i] + LAUNCH_BLOCKED_US, ts[i] + dur[i]))
+            elif nid in alloc_ids and ctx.in_steps(ts[i]):
+                alloc += dur[i]
+    return total(merge(blocked)), alloc
+
+
+def rank_bottleneck(values: dict[str, Any], rank: int | None) -> Bottleneck | None:
+    """The verdict of one rank from its facts (None without step parts)."""
+    step = values.get("step_time_ms")
+    if not isinstance(step, (int, float)) or step <= 0:
+        return None
+    where = f" on rank {rank}" if rank is not None else ""
+    return verdict_from_parts(parts_from_facts(values), float(step), float(values.get("allocator_ms_per_step") or 0.0),
+                              where)
