@@ -81,3 +81,25 @@ def test_unreadable_named_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 2
     assert err.startswith(f"gpudoctor: could not check {path} (unreadable: ") and err.count("\n") == 1
     assert [f["code"] for f in data["findings"]] == ["GD899"]
+
+
+def test_yaml_alias_bomb_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    # 1.3 KB: ten mappings per level, eleven levels of aliases — visiting every path is 10^11 nodes (hung).
+    lines = ["a0: &a0 {x: 1, y: 2, z: 3}"]
+    for level in range(1, 12):
+        lines.append(f"a{level}: &a{level} {{" + ", ".join(f"k{j}: *a{level - 1}" for j in range(10)) + "}")
+    lines.append("apiVersion: v1\nkind: Pod\nspec: *a11\n")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines))
+    # One list aliased into every compose service: 3000 x 3000 items.
+    env = tmp_path / "compose.yaml"
+    env.write_text("x-env: &env [" + ", ".join(f"NCCL_V{i}=1" for i in range(3000)) + "]\nservices:\n" +
+                   "".join(f"  s{i}: {{environment: *env}}\n" for i in range(3000)))
+    started = time.perf_counter()
+    code, data, _ = _check(capsys, str(bomb), str(env))
+    assert time.perf_counter() - started < 15  # was unbounded; about 1 s here
+    assert code == 0
+    [finding] = [f for f in data["findings"] if f["location"]["path"] == str(env)]
+    assert finding["code"] == "GD899" and "too-complex" in finding["message"]

@@ -36,8 +36,22 @@ def _scalar(node: yaml.Node | None) -> str | None:
     return node.value if isinstance(node, yaml.ScalarNode) else None
 
 
+class _TooManyNodes(Exception):
+    """The file's aliases make it visit more nodes than :data:`MAX_NODE_VISITS`."""
+
+
+#: Sequence items one file may make the checker visit (aliases can repeat one list everywhere).
+MAX_NODE_VISITS = 200_000
+_visits = [0]
+
+
 def _items(node: yaml.Node | None) -> list[yaml.Node]:
-    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+    if not isinstance(node, yaml.SequenceNode):
+        return []
+    _visits[0] += len(node.value)
+    if _visits[0] > MAX_NODE_VISITS:
+        raise _TooManyNodes
+    return list(node.value)
 
 
 def _pos(node: yaml.Node) -> tuple[int, int]:
@@ -52,6 +66,15 @@ def _count(text: str | None) -> int:
 
 
 def check_yaml(result: FileResult, text: str) -> None:
+    _visits[0] = 0
+    try:
+        _check_documents(result, text)
+    except _TooManyNodes:
+        result.error("too-complex", f"its aliases repeat more than {MAX_NODE_VISITS} list items; the rest was "
+                     "not checked")
+
+
+def _check_documents(result: FileResult, text: str) -> None:
     try:
         documents = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.YAMLError as exc:
@@ -64,8 +87,9 @@ def check_yaml(result: FileResult, text: str) -> None:
             continue
         if _get(doc, "apiVersion") is not None and _get(doc, "kind") is not None:
             result.kind = "k8s"
-            for pod in _pod_specs(doc, 0):
-                _pod(result, pod)
+            seen: set[int] = set()  # YAML aliases share nodes: each is visited once (an alias bomb hung check)
+            for pod in _pod_specs(doc, 0, seen):
+                _pod(result, pod, seen)
         elif isinstance(_get(doc, "services"), yaml.MappingNode):
             result.kind = "compose"
             services = _get(doc, "services")
@@ -74,17 +98,18 @@ def check_yaml(result: FileResult, text: str) -> None:
                 _service(result, key, service)
 
 
-def _pod_specs(node: yaml.Node, depth: int) -> Iterator[yaml.MappingNode]:
-    if depth > _MAX_DEPTH or not isinstance(node, yaml.MappingNode):
+def _pod_specs(node: yaml.Node, depth: int, seen: set[int]) -> Iterator[yaml.MappingNode]:
+    if depth > _MAX_DEPTH or not isinstance(node, yaml.MappingNode) or id(node) in seen:
         return
+    seen.add(id(node))
     if isinstance(_get(node, "containers"), yaml.SequenceNode):
         yield node
         return
     for _, value in node.value:
-        yield from _pod_specs(value, depth + 1)
+        yield from _pod_specs(value, depth + 1, seen)
 
 
-def _pod(result: FileResult, pod: yaml.MappingNode) -> None:
+def _pod(result: FileResult, pod: yaml.MappingNode, seen: set[int]) -> None:
     shm_volumes: dict[str, int] = {}
     for volume in _items(_get(pod, "volumes")):
         empty_dir = _get(volume, "emptyDir")
@@ -94,6 +119,9 @@ def _pod(result: FileResult, pod: yaml.MappingNode) -> None:
     host_ipc = _scalar(_get(pod, "hostIPC")) in ("true", "True")
     gpu_pod, shm_mounted, shm_size = False, False, -1
     for container in _items(_get(pod, "containers")) + _items(_get(pod, "initContainers")):
+        if id(container) in seen:  # the same container node reached again through an alias
+            continue
+        seen.add(id(container))
         line, col = _pos(container)
         name = _scalar(_get(container, "name")) or "?"
         resources = _get(container, "resources")
