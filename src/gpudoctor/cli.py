@@ -35,7 +35,8 @@ log = logging.getLogger("gpudoctor")
 _OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that subcommand (so ``analyze`` never imports the live side)."""
     parser = argparse.ArgumentParser(
         prog="gpudoctor",
         description="Tells you why your PyTorch GPU training job is slow and exactly how to fix it.",
@@ -45,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             module = importlib.import_module(f"gpudoctor.commands.{module_name}")
         except ModuleNotFoundError as exc:
@@ -67,8 +70,14 @@ def _configure_logging(verbosity: int) -> None:
     root.propagate = False
 
 
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand named by the first non-option argument, when it is one (else all are built)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
     if not getattr(args, "_run", None):

@@ -132,7 +132,7 @@ def test_attach_detach_cycles_and_two_clients(shared: tuple[Target, Path]) -> No
 
 
 def test_client_killed_mid_profile_window_still_finishes(shared: tuple[Target, Path]) -> None:
-    analysis = pytest.importorskip("gpudoctor.trace.analysis", reason="trace analysis not in this build")
+    analysis = pytest.importorskip("gpudoctor.pipeline", reason="trace analysis not in this build")
     from gpudoctor.catalog import load_catalog
 
     target, _ = shared

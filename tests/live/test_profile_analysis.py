@@ -10,7 +10,7 @@ import pytest
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.live.profileanalysis import analyze_profile_traces
-from gpudoctor.trace.analysis import analyze_paths
+from gpudoctor.pipeline import analyze_paths
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
 RANKS = TRACES / "public" / "hta" / "trace_filter"

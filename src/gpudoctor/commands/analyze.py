@@ -5,8 +5,9 @@ the report (text, JSON or Markdown) or opens the trace browser (``--tui``). Exit
 finding is at or above ``--fail-on`` (default warning), 1 when one is, 2 for a bad argument or an
 unreadable, truncated or foreign file.
 
-This module only wires arguments to :func:`gpudoctor.trace.analysis.analyze_paths` and the shared
-renderers; it must never import torch.
+A directory of rank traces is analysed on ``--jobs`` worker processes (default: every core the
+process may use), with the same result as one process. This module only wires arguments to
+:func:`gpudoctor.pipeline.analyze_paths` and the shared renderers; it must never import torch.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from pathlib import Path
 
 from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.report import render
-from gpudoctor.trace.analysis import analyze_paths, analyze_traces
+from gpudoctor.pipeline import analyze_paths, analyze_traces
 
 __all__ = ["add_arguments", "analyze_paths", "analyze_traces", "run"]
 
@@ -31,13 +31,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, default=None, help="write the report here instead of stdout")
     parser.add_argument("--per-step", action="store_true", help="add a per-step table (step time, DataLoader, GPU busy)")
     parser.add_argument("--tui", action="store_true", help="browse the findings in the terminal UI")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="worker processes for a directory of rank traces (default: the usable cores; 1 = none)")
     add_rule_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError("--jobs must be at least 1.", ExitCode.USAGE)
     config, catalog = prepare(args)
     threshold = fail_on(args, config)
-    report = analyze_paths(args.paths, catalog, config.options, per_step=args.per_step)
+    report = analyze_paths(args.paths, catalog, config.options, per_step=args.per_step, jobs=args.jobs)
     if args.tui:
         if not sys.stdout.isatty():
             print("gpudoctor: stdout is not a terminal; printing the report instead of opening the browser.",
@@ -50,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
                                 "run without --tui for the text report.", ExitCode.USAGE) from None
             run_trace_browser(report)
             return exit_status(report, threshold)
+    from gpudoctor.report import render
+
     if args.output is None:
         render(report, args.format)
     else:

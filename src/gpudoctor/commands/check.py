@@ -1,7 +1,7 @@
 """``gpudoctor check``: static checks of training code, deploy files and (``--env``) this machine.
 
 Reads files, never runs them and never imports torch. The checkers in :mod:`gpudoctor.static` turn
-files into fact sets; the rule files judge them through the shared engine; inline
+files into fact sets; :func:`gpudoctor.pipeline.check_paths` has the rule files judge them; inline
 ``# gpudoctor: ignore[GD###]`` comments then drop findings. Exit 0 (clean), 1 (findings at or above
 ``--fail-on``), 2 (usage or input error: a path that does not exist, or a file named on the command
 line that cannot be analysed — unreadable, not UTF-8, over the size limit, a FIFO or device; the
@@ -11,15 +11,12 @@ report still lists it as GD899 and checks the rest).
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
-from gpudoctor.catalog.engine import evaluate
 from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.model import FactSet, Source
-from gpudoctor.report.model import MetricTable, Report
-from gpudoctor.static.sites import is_ignored
+from gpudoctor.pipeline import check_paths
+from gpudoctor.report.model import Report
 
 FORMATS = ("text", "json", "markdown", "sarif", "github")
 
@@ -37,46 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    started = time.perf_counter()
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1.", ExitCode.USAGE)
     config, catalog = prepare(args)
     paths = list(args.paths) or ([] if args.env else ["."])
     unanalyzable = _named_files_not_analyzable(paths)
-    factsets: list[FactSet] = []
-    sources = []
-    ignores: dict[str, dict[int, frozenset[str]]] = {}
-    tables: list[MetricTable] = []
-    counts: dict[str, int] = {}
-    if paths:
-        from gpudoctor.static.runner import run_checks
-
-        static = run_checks(paths, jobs=args.jobs)
-        factsets.extend(static.factsets)
-        ignores = static.ignores
-        counts = static.files_by_kind
-        sources.append(Source.STATIC)
-    if args.env:
-        from gpudoctor.static.machine import machine_factset, machine_table
-
-        machine = machine_factset()
-        factsets.append(machine)
-        tables.append(machine_table(machine))
-        sources.append(Source.ENV)
-    result = evaluate(catalog, factsets, sources, config.options)
-    findings = [f for f in result.findings
-                if not is_ignored(f.code, f.location.line, ignores.get(f.location.path or "", {}))]
-    suppressed = len(result.findings) - len(findings)
-    notes = [f"rule error: {e}" for e in result.errors]
-    checked = sum(counts.values())
-    if paths:
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-        notes.append(f"checked {checked} file(s)" + (f" ({kinds})" if kinds else "") +
-                     (f"; {suppressed} finding(s) suppressed by inline comments" if suppressed else ""))
-    report = Report(command="check", inputs=paths + (["--env"] if args.env else []), findings=findings,
-                    not_evaluated=result.not_evaluated, tables=tables, notes=notes,
-                    data={"files_checked": checked, "files_by_kind": counts, "suppressed": suppressed},
-                    elapsed_s=round(time.perf_counter() - started, 3))
+    report = check_paths(paths, env=args.env, catalog=catalog, options=config.options, jobs=args.jobs)
     _write(report, args, catalog)
     if unanalyzable:  # the report lists them (GD899); the exit status must not say "all clear"
         shown = "; ".join(f"{path} ({problem})" for path, problem in unanalyzable[:3])

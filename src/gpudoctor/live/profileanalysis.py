@@ -29,7 +29,7 @@ ANALYSIS_TIMEOUT_S = 180.0
 
 
 def _analyze(paths: Sequence[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]]) -> Any:
-    from gpudoctor.trace.analysis import analyze_paths
+    from gpudoctor.pipeline import analyze_paths
 
     return analyze_paths(list(paths), catalog=catalog, options=options)
 

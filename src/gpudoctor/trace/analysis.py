@@ -1,94 +1,191 @@
-"""The trace analyzer's facade: trace files in, a finished :class:`Report` out.
+"""Trace files in, facts out: per-rank metrics and fact sets, one rank per worker process.
 
-Why this exists: ``gpudoctor analyze``, ``gpudoctor compare`` and the live session's on-demand profile
-all analyse traces the same way; this is the one function they call. It reads the files, computes
-metrics per rank, builds fact sets, runs the rules engine and assembles the report's tables, notes
-and machine-readable data.
+Why this exists: ``gpudoctor analyze``, ``gpudoctor compare``, the live session's on-demand profile and
+the Python API (all through :mod:`gpudoctor.pipeline`) read traces the same way. A rank's trace is
+read and reduced to its metrics in one step (:func:`analyze_rank_file`), so that a worker process can
+do it and send back only the numbers — a rank's event columns never cross a process boundary and
+never outlive its analysis. :func:`analyze_trace_files` runs that over a directory of rank traces on
+``jobs`` processes; the result is the same, value for value, whatever ``jobs`` is.
 
-What it must not do: print, pick an output format, exit, or import torch / rich / textual.
+What it must not do: run the rules engine or build a report (that is :mod:`gpudoctor.pipeline`),
+print, exit, or import torch / rich / textual.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Mapping, Sequence
+import os
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from gpudoctor.catalog import Catalog
-from gpudoctor.catalog.engine import evaluate
-from gpudoctor.model import Source
-from gpudoctor.report.model import MetricTable, Report
+from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.model import FactSet, FactValue
 from gpudoctor.trace.comm import comm_share_metrics
+from gpudoctor.trace.events import EventTable
 from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
 from gpudoctor.trace.metrics import RankMetrics, compute_rank_metrics
-from gpudoctor.trace.reader import RankTrace, read_traces
+from gpudoctor.trace.reader import RankTrace, TraceFileError, find_trace_files, load_trace
 
-#: Columns of the per-rank table in the report (units in the names).
-RANK_COLUMNS = ["rank", "idle_pct", "compute_pct", "non_compute_pct", "kernel_time_us", "overlap_pct",
-                "step_time_p50_ms"]
-HOST_COLUMNS = ["rank", "dataloader_pct", "host_syncs_per_step", "pageable_h2d_per_step", "gemm_fp32_simt_pct",
-                "gemm_tf32_pct", "gemm_lowp_pct"]
-STEP_COLUMNS = ["rank", "step", "step_time_ms", "dataloader_ms", "gpu_busy_ms", "kernels"]
-STRAGGLER_COLUMNS = ["rank", "step_time_p50_ms", "outside_collective_ms", "straggler_score", "step_time_score",
-                     "straggler_cause", "late_collective_pct"]
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 
 
-def analyze_traces(traces: Sequence[RankTrace], catalog: Catalog | None = None,
-                   options: Mapping[str, Mapping[str, Any]] | None = None,
-                   per_step: bool = False) -> Report:
-    """Analyse already-loaded traces (one per rank) into a report."""
-    started = time.perf_counter()
-    if catalog is None:
-        from gpudoctor.catalog import load_catalog
-        catalog = load_catalog([])
-    metrics = [compute_rank_metrics(t) for t in traces]
-    straggler = straggler_factsets(metrics)
-    factsets = [*rank_factsets(metrics), run_factset(traces, metrics), *straggler]
-    result = evaluate(catalog, factsets, [Source.TRACE], options or {})
-    notes = [note for t in traces for note in t.notes]
-    notes.extend(f"rule error: {e}" for e in result.errors)
-    if any(m.values.get("last_step_dropped") for m in metrics):
-        notes.append("idle/compute/non-compute exclude GPU work launched from the last ProfilerStep, as HTA does.")
-    tables = [MetricTable(title="GPU time per rank (HTA temporal breakdown)", columns=RANK_COLUMNS, key="ranks",
-                          rows=[{c: ({"rank": m.rank} | m.values).get(c) for c in RANK_COLUMNS} for m in metrics]),
-              MetricTable(title="Input, host syncs and GEMM precision per rank", columns=HOST_COLUMNS, key="host",
-                          rows=[{c: ({"rank": m.rank} | m.values).get(c) for c in HOST_COLUMNS} for m in metrics])]
-    if straggler:
-        tables.append(MetricTable(title="Ranks compared", columns=STRAGGLER_COLUMNS, key="stragglers",
-                                  rows=[{c: ({"rank": fs.location.rank} | dict(fs.values)).get(c)
-                                         for c in STRAGGLER_COLUMNS} for fs in straggler]))
-    if per_step:
-        tables.append(MetricTable(title="Steps", columns=STEP_COLUMNS, key="steps",
-                                  rows=[{"rank": m.rank} | row for m in metrics for row in m.step_rows]))
-    report = Report(command="analyze", inputs=[t.path for t in traces], findings=result.findings,
-                    not_evaluated=result.not_evaluated, tables=tables, notes=notes,
-                    data={"ranks": [_rank_data(t, m) for t, m in zip(traces, metrics)],
-                          "run": dict(factsets[len(metrics)].values)})
-    report.elapsed_s = round(time.perf_counter() - started, 3)
-    return report
+@dataclass
+class RankFacts:
+    """One rank, analysed: its trace's header and notes, its metrics, and JSON-only extras.
+
+    ``trace.events`` is emptied once the metrics are computed (unless the caller asks to keep
+    them): what is kept per rank is a few hundred numbers, not millions of events.
+    """
+
+    trace: RankTrace
+    metrics: RankMetrics
+    extra: dict[str, FactValue] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        return self.trace.rank
+
+    def renumber(self, rank: int) -> None:
+        self.trace.rank = rank
+        self.metrics.rank = rank
 
 
-def analyze_paths(paths: Iterable[str | Path], catalog: Catalog | None = None,
-                  options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False) -> Report:
-    """Read trace files (files, or directories of per-rank files) and analyse them.
+@dataclass
+class TraceSetFacts:
+    """Every rank of a trace set, analysed, plus what the rules engine needs (fact sets) and notes."""
+
+    ranks: list[RankFacts]
+    notes: list[str]
+    corrupt: list[str]
+    factsets: list[FactSet]
+    run: FactSet
+    straggler: list[FactSet]
+
+    @property
+    def traces(self) -> list[RankTrace]:
+        return [r.trace for r in self.ranks]
+
+    @property
+    def metrics(self) -> list[RankMetrics]:
+        return [r.metrics for r in self.ranks]
+
+
+def analyze_rank(trace: RankTrace, keep_events: bool = False) -> RankFacts:
+    """Every per-rank number of one loaded trace (modules that add per-rank facts are called here)."""
+    metrics = compute_rank_metrics(trace)
+    extra = dict(comm_share_metrics(trace.events))  # HTA kernel-type breakdown terms (JSON only)
+    if not keep_events:
+        trace.events = EventTable()
+    return RankFacts(trace, metrics, extra)
+
+
+def analyze_rank_file(path: str, position: int) -> RankFacts | TraceFileError:
+    """Read and analyse one trace file; a bad file comes back as its error (picklable), not raised."""
+    try:
+        return analyze_rank(load_trace(path, position))
+    except TraceFileError as exc:
+        return exc
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _analyze_all(files: Sequence[Path], jobs: int) -> list[RankFacts | TraceFileError]:
+    if jobs <= 1 or len(files) <= 1:
+        return [analyze_rank_file(str(f), i) for i, f in enumerate(files)]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork is cheap (the trace modules are already imported) but unsafe with other threads running
+    # (a notebook kernel, the live session): spawn a fresh interpreter then.
+    method = "fork" if hasattr(os, "fork") and threading.active_count() == 1 else "spawn"
+    workers = min(jobs, len(files))
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+        return list(pool.map(analyze_rank_file, [str(f) for f in files], range(len(files)), chunksize=1))
+
+
+def analyze_trace_files(paths: Iterable[str | Path], jobs: int | None = None) -> TraceSetFacts:
+    """Read and analyse every trace under ``paths`` on ``jobs`` processes (default: all usable cores).
+
+    A file named on the command line must be a trace. Inside a directory, JSON files that are not
+    traces (a run's ``result.json``, a config) are skipped with a note; a trace file that is
+    truncated, corrupt or unreadable is named as corrupt in a note, and the rank comparison says
+    which rank it leaves out.
 
     Raises:
-        UserError: a path is missing, or a file is not a readable trace.
+        UserError: a path is missing or unreadable, a named file is not a readable trace, or no
+            file is one.
     """
-    started = time.perf_counter()
-    report = analyze_traces(read_traces(paths), catalog, options, per_step)
-    report.elapsed_s = round(time.perf_counter() - started, 3)
-    return report
+    paths = list(paths)
+    if jobs is not None and jobs < 1:
+        raise UserError("--jobs must be at least 1.", ExitCode.USAGE)
+    files = find_trace_files(paths)
+    named = {Path(p) for p in paths if not Path(p).is_dir()}
+    results = _analyze_all(files, jobs or default_jobs())
+    ranks: list[RankFacts] = []
+    skipped: list[str] = []
+    corrupt: list[str] = []
+    for f, result in zip(files, results):
+        if isinstance(result, TraceFileError):
+            if f in named:
+                raise UserError(str(result), result.code)
+            (corrupt if result.corrupt else skipped).append(f"{f.name}: {result.reason}" if result.corrupt
+                                                            else f.name)
+            continue
+        if result.trace.rank_from == "position":  # the rank of last resort: its place among the traces read
+            result.renumber(len(ranks))
+        ranks.append(result)
+    if not ranks:
+        listed = ", ".join([*skipped, *corrupt][:5])
+        raise UserError(f"no readable torch.profiler trace found among {listed}.", ExitCode.USAGE)
+    notes = _dedupe_ranks(ranks)
+    notes[:0] = [note for r in ranks for note in r.trace.notes]
+    if skipped:
+        notes.append(f"skipped {len(skipped)} JSON file(s) that are not traces: {', '.join(skipped[:5])}.")
+    for entry in corrupt:
+        notes.append(f"corrupt rank trace left out: {entry}.")
+    metrics = [r.metrics for r in ranks]
+    straggler = straggler_factsets(metrics)
+    missing = _missing_ranks_note(ranks, corrupt)
+    if missing:
+        notes.append(missing)
+    traces = [r.trace for r in ranks]
+    return TraceSetFacts(ranks=ranks, notes=notes, corrupt=corrupt, factsets=rank_factsets(metrics),
+                         run=run_factset(traces, metrics), straggler=straggler)
 
 
-def _rank_data(trace: RankTrace, metrics: RankMetrics) -> dict[str, Any]:
-    return {
-        "rank": metrics.rank,
-        "path": trace.path,
-        "rank_from": trace.rank_from,
-        "device_name": trace.device_name,
-        **metrics.values,
-        **comm_share_metrics(trace.events),  # HTA kernel-type breakdown terms (JSON only, no rule reads it)
-        "step_ms": [row["step_time_ms"] for row in metrics.step_rows],
-    }
+def _dedupe_ranks(ranks: list[RankFacts]) -> list[str]:
+    notes = []
+    seen: set[int] = set()
+    for r in ranks:
+        if r.rank in seen:
+            new = max(seen) + 1
+            notes.append(f"{Path(r.trace.path).name}: rank {r.rank} appears twice; using {new} for this file.")
+            r.renumber(new)
+        seen.add(r.rank)
+    return notes
+
+
+def _missing_ranks_note(ranks: Sequence[RankFacts], corrupt: Sequence[str]) -> str | None:
+    """Which ranks the comparison lacks: from corrupt files' names, or the job's world size."""
+    present = {r.rank for r in ranks}
+    world = next((r.trace.world_size for r in ranks if r.trace.world_size), None)
+    guessed = sorted({int(m.group(1)) for c in corrupt if (m := _RANK_IN_NAME.search(c.split(":", 1)[0]))}
+                     - present)
+    if corrupt:
+        which = f"rank {', '.join(map(str, guessed))}" if guessed else f"{len(corrupt)} rank(s)"
+        return (f"rank comparison is incomplete: {which} missing (corrupt file), {len(present)} rank(s) "
+                "compared.")
+    if world and world > len(present) >= 2:
+        return f"rank comparison covers {len(present)} of the job's {world} ranks (world size)."
+    return None
+
+
+__all__ = ["RankFacts", "TraceSetFacts", "analyze_rank", "analyze_rank_file", "analyze_trace_files", "default_jobs"]

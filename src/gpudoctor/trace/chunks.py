@@ -3,7 +3,8 @@
 Why this exists: Kineto writes one event per block (``  },\n  {``), so the array can be cut at event
 boundaries and each chunk decoded by msgspec straight from the read buffer: the first spare byte
 becomes ``[`` and the comma after the last complete event becomes ``]``. Peak memory is then one
-chunk plus the columns, whatever the file size.
+chunk plus the columns, whatever the file size. A chunk whose events do not fit the strict types is
+decoded again loosely (:data:`~gpudoctor.trace.events.LOOSE_ITEM`) and its malformed events counted.
 
 What it must not do: open files or decide between one and two processes (that is :mod:`.reader`).
 """
@@ -15,10 +16,20 @@ from collections.abc import Iterator
 
 import msgspec
 
-from gpudoctor.trace.events import Builder, _Event, _Header
+from gpudoctor.trace.events import LOOSE_ITEM, Builder, _Event, _Header
 
 #: Separator between events in Kineto's own layout ("  },\n  {").
 KINETO_SEP = re.compile(rb"\}\s*,\s*\n  \{")
+#: One event larger than this (no separator found in so many bytes) ends the read with an error.
+MAX_EVENT_BYTES = 256 * 1024 * 1024
+#: How many candidate ends of the events array are tried at the end of the file: "]" characters
+#: (cheap: only the keys after it are decoded), and candidates whose events are decoded (costly).
+MAX_TAIL_BRACKETS = 20_000
+MAX_TAIL_TRIES = 32
+
+
+class EventTooLarge(ValueError):
+    """No event boundary in :data:`MAX_EVENT_BYTES`: not Kineto's layout after all, or a hostile file."""
 
 
 def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder, at_eof: bool) -> _Header | None:
@@ -48,6 +59,8 @@ def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder, a
             continue
         if nxt is not None:
             pending += nxt
+            if len(pending) > MAX_EVENT_BYTES:
+                raise EventTooLarge(f"no event boundary in {MAX_EVENT_BYTES >> 20} MB of the traceEvents array")
             continue
         break
     if not at_eof:
@@ -61,7 +74,10 @@ def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder, a
 def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Builder) -> _Header:
     """The last events, "]", and the keys after the array (the "]" is searched from the end)."""
     pos = len(pending)
-    while True:
+    costly = 0
+    for _ in range(MAX_TAIL_BRACKETS):
+        if costly >= MAX_TAIL_TRIES:
+            break
         pos = pending.rfind(b"]", 0, pos)
         if pos < 1:
             raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
@@ -79,13 +95,14 @@ def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Build
             continue
         pending[0] = 0x5B
         pending[last + 1] = 0x5D
+        costly += 1
         try:
             with memoryview(pending) as view:
-                events = decoder.decode(view[:last + 2])
-        except (msgspec.DecodeError, msgspec.ValidationError):
+                _decode_events(decoder, view[:last + 2], builder)
+        except msgspec.DecodeError:
             continue
-        builder.add(events)
         return candidate
+    raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
 
 
 def _last_separator(buf: bytes | bytearray) -> int:
@@ -99,8 +116,18 @@ def _last_separator(buf: bytes | bytearray) -> int:
     return last.start() if last is not None else -1
 
 
+_LOOSE = msgspec.json.Decoder(list[LOOSE_ITEM])
+
+
 def _decode_events(decoder: msgspec.json.Decoder, text: bytes | bytearray | memoryview, builder: Builder) -> None:
+    """Strictly typed first; a chunk with a malformed event is decoded loosely and checked event by event."""
     try:
-        builder.add(decoder.decode(text))
-    except msgspec.ValidationError as exc:
-        raise msgspec.DecodeError(f"an event has an unexpected shape ({exc})") from None
+        events = decoder.decode(text)
+    except msgspec.ValidationError:
+        try:
+            loose = _LOOSE.decode(text)
+        except msgspec.ValidationError as exc:  # e.g. an integer beyond 64 bits
+            raise EventTooLarge(f"an event holds a value gpudoctor cannot read ({exc})") from None
+        builder.add_loose(loose)
+        return
+    builder.add(events)

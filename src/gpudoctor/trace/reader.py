@@ -17,10 +17,12 @@ anything but :class:`~gpudoctor.exitcodes.UserError` for a bad file.
 
 from __future__ import annotations
 
+import errno
 import gc
 import gzip
 import os
 import re
+import stat
 import threading
 import zlib
 from collections.abc import Iterable, Iterator
@@ -31,7 +33,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.trace.chunks import KINETO_SEP, fold_events
+from gpudoctor.trace.chunks import KINETO_SEP, EventTooLarge, fold_events
 from gpudoctor.trace.events import (
     K_ANNOTATION,
     K_CPU_OP,
@@ -43,17 +45,25 @@ from gpudoctor.trace.events import (
     K_PYTHON,
     K_RUNTIME,
     K_SYNC,
+    LOOSE_ITEM,
     Builder,
     EventTable,
     _Event,
     _Header,
+    _HeaderOnly,
+    _LooseHeader,
+    malformed_note,
 )
+from gpudoctor.trace.gunzip import GunzipStream
 
 #: Bytes of the traceEvents array decoded at once in chunked mode.
 CHUNK_BYTES = 16 * 1024 * 1024
 #: Plain-JSON traces at least this large are decoded by two processes (one per half).
 PARALLEL_MIN_BYTES = 256 * 1024 * 1024
+#: JSON without Kineto's one-event-per-block layout is decoded in one piece, up to this size.
+MAX_WHOLE_BYTES = 2 * 1024 * 1024 * 1024
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
 
 
 @dataclass
@@ -72,27 +82,81 @@ class RankTrace:
     schema: str = "kineto"         # "kineto" | "kineto-2021"
     notes: list[str] = field(default_factory=list)
     size_bytes: int = 0
+    malformed_events: int = 0      # events skipped because a field had an impossible value or type
+
+
+class TraceFileError(UserError):
+    """A file that is not a readable trace: ``corrupt`` (truncated, unreadable) or JSON of another kind.
+
+    Picklable (it crosses the worker-process boundary as a value).
+    """
+
+    def __init__(self, message: str, corrupt: bool = True, reason: str = "") -> None:
+        super().__init__(message, ExitCode.USAGE)
+        self.corrupt = corrupt
+        self.reason = reason or message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TraceFileError, (str(self), self.corrupt, self.reason))
 
 
 def find_trace_files(paths: Iterable[str | Path]) -> list[Path]:
     """Expand files and directories into the trace files to read, in a stable order.
 
+    Symbolic links to directories are not followed (a link loop cannot make the walk endless);
+    inside a directory only regular files named ``*.json``/``*.json.gz`` are taken.
+
     Raises:
-        UserError: a path does not exist, or a directory holds no ``.json``/``.json.gz`` file.
+        UserError: a path does not exist or is not a regular file or directory, a directory cannot be
+            read, or it holds no ``.json``/``.json.gz`` file.
     """
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
-            found = sorted(q for q in p.rglob("*") if q.is_file() and _looks_like_trace_name(q.name))
+        kind = _path_kind(p)
+        if kind == "directory":
+            found = _walk(p)
             if not found:
                 raise UserError(f"{p} holds no .json or .json.gz trace files.", ExitCode.USAGE)
             out.extend(found)
-        elif p.is_file():
+        elif kind == "file":
             out.append(p)
         else:
-            raise UserError(f"{p} does not exist.", ExitCode.USAGE)
+            raise UserError(f"{p} {kind}.", ExitCode.USAGE)
     return list(dict.fromkeys(out))
+
+
+def _path_kind(p: Path) -> str:
+    """"file", "directory", or the rest of a sentence saying why the path cannot be read."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return "is a broken symbolic link" if os.path.islink(p) else "does not exist"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop"
+        return f"cannot be read: {exc.strerror}"
+    if stat.S_ISDIR(st.st_mode):
+        return "directory"
+    if stat.S_ISREG(st.st_mode):
+        return "file"
+    what = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+            stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(st.st_mode), "not a regular file")
+    return f"is {what}, not a trace file"
+
+
+def _walk(root: Path) -> list[Path]:
+    errors: list[OSError] = []
+    found: list[Path] = []
+    for directory, _dirs, files in os.walk(root, onerror=errors.append):
+        for name in files:
+            q = Path(directory) / name
+            if _looks_like_trace_name(name) and _path_kind(q) == "file":
+                found.append(q)
+    if errors and not found:
+        exc = errors[0]
+        raise UserError(f"cannot read directory {exc.filename or root}: {exc.strerror}.", ExitCode.USAGE)
+    return sorted(found)
 
 
 def _looks_like_trace_name(name: str) -> bool:
@@ -101,14 +165,17 @@ def _looks_like_trace_name(name: str) -> bool:
 
 
 def _open(path: Path) -> BinaryIO:
+    kind = _path_kind(path)
+    if kind != "file":
+        raise TraceFileError(f"{path} {kind}.", corrupt=True, reason=kind)
     try:
         fh = path.open("rb")
     except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}.", ExitCode.USAGE) from None
+        raise TraceFileError(f"cannot read {path}: {exc.strerror}.", reason=f"cannot be read ({exc.strerror})") from None
     magic = fh.read(2)
     fh.seek(0)
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+        return GunzipStream(fh)  # type: ignore[return-value]
     return fh
 
 
@@ -129,7 +196,7 @@ def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYT
         chunk_bytes: How much of the ``traceEvents`` array to decode at once.
 
     Raises:
-        UserError: the file is unreadable, truncated, corrupt, or JSON that is not a trace.
+        TraceFileError: the file is unreadable, truncated, corrupt, or JSON that is not a trace.
     """
     p = Path(path)
     builder = Builder()
@@ -139,10 +206,17 @@ def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYT
         with _open(p) as fh:
             header = _decode_stream(fh, builder, chunk_bytes, p)
     except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-        raise UserError(f"{p} is not a readable trace: the file is truncated or corrupt ({exc}).",
-                        ExitCode.USAGE) from None
+        reason = f"the file is truncated or corrupt ({exc})"
+        raise TraceFileError(f"{p} is not a readable trace: {reason}.", reason=reason) from None
+    except RecursionError:
+        reason = "its JSON is nested too deeply"
+        raise TraceFileError(f"{p} is not a valid trace: {reason}.", corrupt=False, reason=reason) from None
+    except (EventTooLarge, MemoryError) as exc:
+        reason = str(exc) if isinstance(exc, EventTooLarge) else "it does not fit in memory"
+        raise TraceFileError(f"{p} is not a readable trace: {reason}.", reason=reason) from None
     except msgspec.DecodeError as exc:
-        raise UserError(f"{p} is not a valid trace: {_short(exc)}.", ExitCode.USAGE) from None
+        reason = _short(exc)
+        raise TraceFileError(f"{p} is not a valid trace: {reason}.", reason=reason) from None
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -163,12 +237,12 @@ def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path)
     start = first.find(b'"traceEvents"')
     bracket = first.find(b"[", start) if start >= 0 else -1
     if start < 0 or bracket < 0 or not KINETO_SEP.search(first, bracket):
-        return _decode_whole(first + fh.read(), builder, path)
+        return _decode_whole(_read_rest(fh, first, path), builder, path)
     head_text = first[:start].rstrip().rstrip(b",") + b"}"
     try:
         header = msgspec.json.decode(head_text, type=_Header)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return _decode_whole(first + fh.read(), builder, path)
+        return _decode_whole(_read_rest(fh, first, path), builder, path)
     events_at = bracket
     if _split_worthwhile(fh, path, chunk_bytes):
         from gpudoctor.trace.split import decode_in_two
@@ -183,6 +257,19 @@ def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path)
     return header
 
 
+def _read_rest(fh: BinaryIO, first: bytes, path: Path) -> bytearray:
+    """The whole document (JSON without Kineto's layout is decoded in one piece), size-capped."""
+    data = bytearray(first)
+    while True:
+        block = fh.read(CHUNK_BYTES)
+        if not block:
+            return data
+        data += block
+        if len(data) > MAX_WHOLE_BYTES:
+            raise EventTooLarge(f"it holds over {MAX_WHOLE_BYTES >> 30} GB of JSON without Kineto's one-event-per-"
+                                "line layout, more than gpudoctor reads in one piece")
+
+
 def _split_worthwhile(fh: BinaryIO, path: Path, chunk_bytes: int) -> bool:
     """Decode in two processes: opted in, a large plain file, two cores, fork, and no other thread.
 
@@ -190,47 +277,59 @@ def _split_worthwhile(fh: BinaryIO, path: Path, chunk_bytes: int) -> bool:
     load average of 20, it was not faster than one process (bench/README.md). Whether it helps on
     an idle machine is not measured yet; measure before making it the default.
     """
-    if isinstance(fh, gzip.GzipFile) or os.environ.get("GPUDOCTOR_TRACE_WORKERS", "1") != "2":
+    if isinstance(fh, GunzipStream) or os.environ.get("GPUDOCTOR_TRACE_WORKERS", "1") != "2":
         return False
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
         return False
     return _size(path) >= max(PARALLEL_MIN_BYTES, 8 * chunk_bytes)
 
 
-def _decode_whole(text: bytes, builder: Builder, path: Path) -> _Header:
-    try:
-        typed = msgspec.json.decode(text, type=_Header)
-    except msgspec.ValidationError:
-        typed = None
-    if typed is not None and typed.traceEvents is not None:
-        builder.add(typed.traceEvents)
-        typed.traceEvents = []
-        return typed
-    raw = msgspec.json.decode(text)
-    if isinstance(raw, list):
-        events_raw: Any = raw
-        header = _Header()
-    elif isinstance(raw, dict) and isinstance(raw.get("traceEvents"), list):
-        events_raw = raw["traceEvents"]
+_STRICT_LIST = msgspec.json.Decoder(list[_Event])
+_LOOSE_LIST = msgspec.json.Decoder(list[LOOSE_ITEM])
+
+
+def _decode_whole(text: bytearray, builder: Builder, path: Path) -> _Header:
+    """A document without Kineto's layout: an object with ``traceEvents``, or a bare array of events."""
+    if text.lstrip()[:1] == b"[":
         try:
-            header = msgspec.convert({k: v for k, v in raw.items() if k != "traceEvents"}, _Header)
+            builder.add(_STRICT_LIST.decode(text))
+            return _Header(traceEvents=[])
+        except msgspec.ValidationError:
+            pass
+        header: _Header | _HeaderOnly = _Header()
+        items_at = text.index(b"[") + 1
+    else:
+        try:
+            typed = msgspec.json.decode(text, type=_Header)
+        except msgspec.ValidationError:
+            typed = None
+        if typed is not None and typed.traceEvents is not None:
+            builder.add(typed.traceEvents)
+            typed.traceEvents = []
+            return typed
+        m = _EVENTS_KEY.search(text) if typed is None else None
+        if m is None:
+            raise TraceFileError(f"{path} is JSON but not a torch.profiler trace (it has no traceEvents list).",
+                                 corrupt=False, reason="not a torch.profiler trace")
+        try:
+            header = msgspec.json.decode(text, type=_HeaderOnly)
         except msgspec.ValidationError:
             header = _Header()
+        items_at = m.end()
+    # Something in the events does not fit the strict types. An array whose first item is not an
+    # object is no trace at all: say so before a loose decode, which costs memory per item.
+    if text[items_at:items_at + 64].lstrip()[:1] not in (b"{", b"]"):
+        raise TraceFileError(f"{path} is JSON but its traceEvents are not trace events.", corrupt=False,
+                             reason="its traceEvents are not trace events")
+    if isinstance(header, _Header) and header.schemaVersion is None and text.lstrip()[:1] == b"[":
+        usable = builder.add_loose(_LOOSE_LIST.decode(text))
     else:
-        raise UserError(f"{path} is JSON but not a torch.profiler trace (it has no traceEvents list).",
-                        ExitCode.USAGE)
-    del raw
-    events = []
-    for item in events_raw:
-        if isinstance(item, dict):
-            try:
-                events.append(msgspec.convert(item, _Event))
-            except msgspec.ValidationError:
-                continue
-    if events_raw and not events:
-        raise UserError(f"{path} is JSON but its traceEvents are not trace events.", ExitCode.USAGE)
-    builder.add(events)
-    return header
+        usable = builder.add_loose(msgspec.json.decode(text, type=_LooseHeader).traceEvents or [])
+    if not usable and builder.malformed:
+        raise TraceFileError(f"{path} is JSON but its traceEvents are not trace events.", corrupt=False,
+                             reason="its traceEvents are not trace events")
+    return _Header(schemaVersion=header.schemaVersion, deviceProperties=header.deviceProperties,
+                   distributedInfo=header.distributedInfo, traceEvents=[])
 
 
 def _rank_trace(path: Path, position: int, header: _Header, builder: Builder) -> RankTrace:
@@ -261,12 +360,15 @@ def _rank_trace(path: Path, position: int, header: _Header, builder: Builder) ->
             notes.append(f"{path.name}: no GPU events (CPU-only trace): GPU metrics are not computed.")
     if len(table) == 0:
         notes.append(f"{path.name}: the trace has no complete events.")
+    bad = malformed_note(builder.malformed)
+    if bad:
+        notes.append(f"{path.name}: {bad}")
     return RankTrace(
         path=str(path), rank=rank, rank_from=rank_from, events=table,
         device_name=device_name, device_memory_bytes=mem, compute_major=major,
         world_size=dist.world_size if dist else None, backend=dist.backend if dist else None,
         schema="kineto-2021" if builder.old_schema else "kineto", notes=notes,
-        size_bytes=_size(path),
+        size_bytes=_size(path), malformed_events=sum(builder.malformed.values()),
     )
 
 
@@ -311,4 +413,5 @@ def read_traces(paths: Iterable[str | Path]) -> list[RankTrace]:
 
 
 __all__ = ["K_ANNOTATION", "K_CPU_OP", "K_GPU_ANNOTATION", "K_KERNEL", "K_MEMCPY", "K_MEMSET", "K_OTHER", "K_PYTHON",
-           "K_RUNTIME", "K_SYNC", "Builder", "EventTable", "RankTrace", "find_trace_files", "load_trace", "read_traces"]
+           "K_RUNTIME", "K_SYNC", "Builder", "EventTable", "RankTrace", "TraceFileError", "find_trace_files",
+           "load_trace", "read_traces"]

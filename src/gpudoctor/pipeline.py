@@ -1,0 +1,174 @@
+"""Facts in, report out: the one place where an entrance's fact sets meet the rules engine.
+
+Why this exists: the CLI commands (``analyze``, ``check``, ``compare``), the live session's profile
+window and the Python API (:mod:`gpudoctor.api`) must judge the same facts the same way and hand the
+same :class:`~gpudoctor.report.model.Report` to the renderers. The trace side
+(:mod:`gpudoctor.trace`) and the static side (:mod:`gpudoctor.static`) only produce facts; here the
+catalog is loaded when none is given, the engine runs, and the report's tables, notes and
+machine-readable data are assembled.
+
+What it must not do: print, pick an output format, exit, or import torch / rich / textual.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpudoctor.catalog import Catalog
+from gpudoctor.catalog.engine import evaluate
+from gpudoctor.model import FactSet, Source
+from gpudoctor.report.model import MetricTable, Report
+from gpudoctor.trace.analysis import RankFacts, TraceSetFacts, analyze_rank, analyze_trace_files
+from gpudoctor.trace.bottleneck import rank_bottleneck
+from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
+from gpudoctor.trace.reader import RankTrace
+
+#: Columns of the per-rank table in the report (units in the names).
+RANK_COLUMNS = ["rank", "idle_pct", "compute_pct", "non_compute_pct", "kernel_time_us", "overlap_pct",
+                "step_time_p50_ms"]
+HOST_COLUMNS = ["rank", "dataloader_pct", "host_syncs_per_step", "pageable_h2d_per_step", "gemm_fp32_simt_pct",
+                "gemm_tf32_pct", "gemm_lowp_pct"]
+STEP_COLUMNS = ["rank", "step", "step_time_ms", "dataloader_ms", "gpu_busy_ms", "kernels"]
+STRAGGLER_COLUMNS = ["rank", "step_time_p50_ms", "outside_collective_ms", "straggler_score", "step_time_score",
+                     "straggler_cause", "late_collective_pct"]
+
+
+def _catalog(catalog: Catalog | None) -> Catalog:
+    if catalog is not None:
+        return catalog
+    from gpudoctor.catalog import load_catalog
+
+    return load_catalog([])
+
+
+def analyze_paths(paths: Iterable[str | Path], catalog: Catalog | None = None,
+                  options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False,
+                  jobs: int | None = None) -> Report:
+    """Read trace files (files, or directories of per-rank files) on ``jobs`` processes and judge them.
+
+    Raises:
+        UserError: a path is missing, or a named file is not a readable trace.
+    """
+    started = time.perf_counter()
+    facts = analyze_trace_files(paths, jobs=jobs)
+    report = judge_traces(facts, catalog, options, per_step)
+    report.elapsed_s = round(time.perf_counter() - started, 3)
+    return report
+
+
+def analyze_traces(traces: Sequence[RankTrace], catalog: Catalog | None = None,
+                   options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False) -> Report:
+    """Judge already-loaded traces (one per rank)."""
+    ranks = [analyze_rank(t, keep_events=True) for t in traces]
+    metrics = [r.metrics for r in ranks]
+    facts = TraceSetFacts(ranks=ranks, notes=[n for t in traces for n in t.notes], corrupt=[],
+                          factsets=rank_factsets(metrics), run=run_factset(traces, metrics),
+                          straggler=straggler_factsets(metrics))
+    return judge_traces(facts, catalog, options, per_step)
+
+
+def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
+                 options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False) -> Report:
+    """Run the trace rules over a trace set's facts and assemble the report."""
+    started = time.perf_counter()
+    factsets: list[FactSet] = [*facts.factsets, facts.run, *facts.straggler]
+    result = evaluate(_catalog(catalog), factsets, [Source.TRACE], options or {})
+    notes = list(facts.notes)
+    notes.extend(f"rule error: {e}" for e in result.errors)
+    metrics = facts.metrics
+    if any(m.values.get("last_step_dropped") for m in metrics):
+        notes.append("idle/compute/non-compute exclude GPU work launched from the last ProfilerStep, as HTA does.")
+    report = Report(command="analyze", inputs=[r.trace.path for r in facts.ranks], findings=result.findings,
+                    not_evaluated=result.not_evaluated, tables=trace_tables(facts, per_step), notes=notes,
+                    data={"ranks": [rank_data(r) for r in facts.ranks], "run": dict(facts.run.values)})
+    report.bottlenecks = [b for m in metrics if (b := rank_bottleneck(m.values, m.rank)) is not None]
+    if facts.corrupt:
+        report.data["corrupt_files"] = list(facts.corrupt)
+    report.elapsed_s = round(time.perf_counter() - started, 3)
+    return report
+
+
+def trace_tables(facts: TraceSetFacts, per_step: bool = False) -> list[MetricTable]:
+    """The report's per-rank tables (and the per-step one on request)."""
+    metrics = facts.metrics
+    tables = [MetricTable(title="GPU time per rank (HTA temporal breakdown)", columns=RANK_COLUMNS, key="ranks",
+                          rows=[{c: ({"rank": m.rank} | m.values).get(c) for c in RANK_COLUMNS} for m in metrics]),
+              MetricTable(title="Input, host syncs and GEMM precision per rank", columns=HOST_COLUMNS, key="host",
+                          rows=[{c: ({"rank": m.rank} | m.values).get(c) for c in HOST_COLUMNS} for m in metrics])]
+    if facts.straggler:
+        tables.append(MetricTable(title="Ranks compared", columns=STRAGGLER_COLUMNS, key="stragglers",
+                                  rows=[{c: ({"rank": fs.location.rank} | dict(fs.values)).get(c)
+                                         for c in STRAGGLER_COLUMNS} for fs in facts.straggler]))
+    if per_step:
+        tables.append(MetricTable(title="Steps", columns=STEP_COLUMNS, key="steps",
+                                  rows=[{"rank": m.rank} | row for m in metrics for row in m.step_rows]))
+    return tables
+
+
+def rank_data(rank: RankFacts) -> dict[str, Any]:
+    """One rank's machine-readable section of the report (``data["ranks"][i]``)."""
+    trace, metrics = rank.trace, rank.metrics
+    return {
+        "rank": metrics.rank,
+        "path": trace.path,
+        "rank_from": trace.rank_from,
+        "device_name": trace.device_name,
+        **metrics.values,
+        **rank.extra,
+        "malformed_events": trace.malformed_events,
+        "step_ms": [row["step_time_ms"] for row in metrics.step_rows],
+    }
+
+
+def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog | None = None,
+                options: Mapping[str, Mapping[str, Any]] | None = None, jobs: int | None = None) -> Report:
+    """Static checks of files and directories (and, with ``env``, this machine), judged by the rules.
+
+    Raises:
+        UserError: a path is missing or cannot be read.
+    """
+    started = time.perf_counter()
+    from gpudoctor.static.sites import is_ignored
+
+    factsets: list[FactSet] = []
+    sources = []
+    ignores: dict[str, dict[int, frozenset[str]]] = {}
+    tables: list[MetricTable] = []
+    counts: dict[str, int] = {}
+    names = [str(p) for p in paths]
+    if names:
+        from gpudoctor.static.runner import run_checks
+
+        static = run_checks(names, jobs=jobs)
+        factsets.extend(static.factsets)
+        ignores = static.ignores
+        counts = static.files_by_kind
+        sources.append(Source.STATIC)
+    if env:
+        from gpudoctor.static.machine import machine_factset, machine_table
+
+        machine = machine_factset()
+        factsets.append(machine)
+        tables.append(machine_table(machine))
+        sources.append(Source.ENV)
+    result = evaluate(_catalog(catalog), factsets, sources, options or {})
+    findings = [f for f in result.findings
+                if not is_ignored(f.code, f.location.line, ignores.get(f.location.path or "", {}))]
+    suppressed = len(result.findings) - len(findings)
+    notes = [f"rule error: {e}" for e in result.errors]
+    checked = sum(counts.values())
+    if names:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        notes.append(f"checked {checked} file(s)" + (f" ({kinds})" if kinds else "") +
+                     (f"; {suppressed} finding(s) suppressed by inline comments" if suppressed else ""))
+    return Report(command="check", inputs=names + (["--env"] if env else []), findings=findings,
+                  not_evaluated=result.not_evaluated, tables=tables, notes=notes,
+                  data={"files_checked": checked, "files_by_kind": counts, "suppressed": suppressed},
+                  elapsed_s=round(time.perf_counter() - started, 3))
+
+
+__all__ = ["HOST_COLUMNS", "RANK_COLUMNS", "STEP_COLUMNS", "STRAGGLER_COLUMNS", "analyze_paths", "analyze_traces",
+           "check_paths", "judge_traces", "rank_data", "trace_tables"]
