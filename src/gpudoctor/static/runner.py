@@ -22,6 +22,8 @@ from gpudoctor.static.sites import FileResult
 MIN_FILES_FOR_WORKERS = 200
 #: Default cap on worker processes (``--jobs`` overrides it).
 MAX_DEFAULT_WORKERS = 16
+#: Sites (call sites, env settings, containers…) judged per file; a generated file past this is cut.
+MAX_SITES_PER_FILE = 5000
 
 
 @dataclass
@@ -94,6 +96,12 @@ def collect(results: list[FileResult]) -> StaticRun:
     flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
     for result in results:
         run.files_by_kind[result.kind] = run.files_by_kind.get(result.kind, 0) + 1
+        if len(result.sites) > MAX_SITES_PER_FILE:  # every site is judged by every rule of its scope
+            errors = [s for s in result.sites if s.scope == "file.error"]
+            others = [s for s in result.sites if s.scope != "file.error"]
+            dropped = len(others) - MAX_SITES_PER_FILE
+            result.sites[:] = [*others[:MAX_SITES_PER_FILE], *errors]
+            result.error("too-many-sites", f"{dropped} sites past the first {MAX_SITES_PER_FILE} were not checked")
         run.factsets.extend(result.factsets())
         if result.ignores:
             run.ignores[result.path] = result.ignores
