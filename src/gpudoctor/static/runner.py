@@ -100,8 +100,10 @@ def collect(results: list[FileResult]) -> StaticRun:
             errors = [s for s in result.sites if s.scope == "file.error"]
             others = [s for s in result.sites if s.scope != "file.error"]
             dropped = len(others) - MAX_SITES_PER_FILE
+            first_dropped = others[MAX_SITES_PER_FILE]
             result.sites[:] = [*others[:MAX_SITES_PER_FILE], *errors]
-            result.error("too-many-sites", f"{dropped} sites past the first {MAX_SITES_PER_FILE} were not checked")
+            result.error("too-many-sites", f"{dropped} sites from here on were not checked (limit {MAX_SITES_PER_FILE})",
+                         first_dropped.line, first_dropped.col)
         run.factsets.extend(result.factsets())
         if result.ignores:
             run.ignores[result.path] = result.ignores
