@@ -1,0 +1,328 @@
+"""Validate gpudoctor's verdict, ranking and estimates on real third-party training scripts (issue 12, item 6).
+
+Why this exists: the fault zoo of ``examples/`` was written to be found. This harness runs public
+training scripts this project did not write (pytorch/examples, nanoGPT, timm, Lightning, a Hugging Face
+``Trainer``), unmodified, under ``gpudoctor run``; reads the bottleneck verdict, the ranked findings with
+their impact estimates and the agent's step times; applies the top-ranked fix that the script can
+express through its own flags; runs again; and prints predicted against measured speedup — repeated up
+to ``chain`` fixes per script (the classic ResNet-50 sequence: up to 4). When gpudoctor names several
+fixes at a stage, each is then measured on its own (budget allowing), to check that the top-ranked fix
+is the one that measured fastest.
+
+    # on the H200 (two calls of < 600 s each; see bench/README.md "Third-party scripts for validation"):
+    python3 bench/gpu/realscripts_validation.py --scripts thirdparty --part 1 --budget-s 540
+    python3 bench/gpu/realscripts_validation.py --scripts thirdparty --part 2 --budget-s 540
+    # CPU dry-run of every scenario with tiny sizes (proves the plumbing; numbers mean nothing):
+    python bench/gpu/realscripts_validation.py --scripts thirdparty --cpu --tiny --budget-s 3000
+
+Data the scripts read is generated at run time in a temporary folder. Every child runs in its own
+process group, bounded by a timeout and killed when its report is written or the harness exits.
+Results: ``realscripts_part<P>.json`` (everything), ``.txt`` (the table) and ``.log`` in ``--out``
+(default ``$OUT``). In ``--cpu`` mode, a stage where gpudoctor names no fix the script can express
+applies the script's next fix anyway, marked ``forced``, so that every command line is exercised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from realscripts import procs, reportread
+from realscripts.scenarios import COMPILING_KINDS, SCENARIOS, Ctx, Scenario, with_args
+
+REPO = Path(__file__).resolve().parents[2]
+LOG: list[str] = []
+
+
+def say(line: str) -> None:
+    stamp = time.strftime("%H:%M:%S")
+    LOG.append(f"{stamp} {line}")
+    print(f"{stamp} {line}", flush=True)
+
+
+class Budget:
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+class Harness:
+    def __init__(self, args: argparse.Namespace, ctx: Ctx) -> None:
+        self.args, self.ctx = args, ctx
+        self.budget = Budget(args.budget_s)
+        self.kinds = reportread.fix_kind_map(REPO / "rules")
+        self.runs: list[dict[str, Any]] = []
+        self.stages: list[dict[str, Any]] = []
+        self.alternatives: list[dict[str, Any]] = []
+        self._cache: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+
+    # -- one run ---------------------------------------------------------------------------------
+    def duration_for(self, sc: Scenario, applied: tuple[str, ...]) -> float:
+        """--duration of a run: the base window, plus the compile time when a fix compiles the model."""
+        if not any(k in COMPILING_KINDS for k in applied):
+            return float(self.args.duration)
+        extra = self.args.compile_extra_s
+        return float(self.args.duration + (extra if extra is not None else 150.0 if self.ctx.cpu else sc.compile_s))
+
+    def cost(self, sc: Scenario, applied: tuple[str, ...]) -> float:
+        return self.duration_for(sc, applied) + self.args.startup_s
+
+    def run(self, sc: Scenario, applied: tuple[str, ...], forced: bool = False) -> dict[str, Any] | None:
+        """Run ``sc`` with the fixes ``applied`` (in order) under gpudoctor; None when out of budget."""
+        key = (sc.name, applied)
+        if key in self._cache:
+            return self._cache[key]
+        if self.budget.left() < self.cost(sc, applied):
+            say(f"  skip {sc.name} [{'+'.join(applied) or 'base'}]: {self.budget.left():.0f} s of budget left, "
+                f"a run needs ~{self.cost(sc, applied):.0f} s")
+            return None
+        fixes = sc.fixes(self.ctx)
+        script_args = sc.base(self.ctx)
+        for kind in applied:
+            script_args = with_args(script_args, fixes[kind])
+        label = "+".join(applied) or "base"
+        stem = f"{sc.name}__{label}".replace("+", "_")
+        report_path, log_path = self.ctx.work / f"{stem}.json", self.ctx.work / f"{stem}.log"
+        report_path.unlink(missing_ok=True)
+        duration = self.duration_for(sc, applied)
+        cmd = [*self.args.gpudoctor, "run", "--duration", f"{duration:g}", "--profile", str(self.args.profile),
+               "--format", "json", "-o", str(report_path), "--no-dashboard", "--fail-on", "critical",
+               "--", self.ctx.python, *script_args]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **sc.env)
+        if env.get("PYTHONPATH"):     # the scripts run in their own folders: relative entries would break
+            env["PYTHONPATH"] = os.pathsep.join(str(Path(x).resolve()) for x in env["PYTHONPATH"].split(os.pathsep) if x)
+        if self.ctx.cpu:
+            env.setdefault("CUDA_VISIBLE_DEVICES", "")
+        say(f"  run {sc.name} [{label}] D={duration:g}s: {' '.join(script_args)}")
+        res = procs.run_until_report(cmd, sc.cwd(self.ctx), env, report_path, log_path,
+                                     timeout_s=min(duration + self.args.startup_s + 30.0,
+                                                   max(30.0, self.budget.left())))
+        rec: dict[str, Any] = {"scenario": sc.name, "variant": label, "applied": list(applied), "forced": forced,
+                               "cmd": [self.ctx.python, *script_args], "duration_s": duration,
+                               "wall_s": round(res.wall_s, 1), "ended_by": res.ended_by, "rc": res.returncode}
+        batch = sc.batch(self.ctx)
+        try:
+            rec.update(reportread.read_report(json.loads(report_path.read_text()), self.kinds, batch))
+            rec["error"] = None
+        except (OSError, ValueError) as exc:
+            rec.update({"steps_per_s": None, "samples_per_s": None, "findings": [], "bottleneck": None,
+                        "error": f"no report ({type(exc).__name__}: {exc})"})
+        rec["wall_steps_per_s"] = reportread.wall_rate(sc.wall, res.log, batch)
+        if rec["error"] or not rec.get("steps_per_s"):
+            rec["log_tail"] = res.log[-3000:]
+            last = [ln for ln in res.log.splitlines() if ln.strip()][-1:] or ["(no output)"]
+            say(f"    log ends: {last[0][:200]}")
+        top = rec["findings"][0] if rec["findings"] else None
+        say(f"    -> {res.ended_by} after {res.wall_s:.0f}s; steps/s agent={_f(rec.get('steps_per_s'))} "
+            f"wall={_f(rec['wall_steps_per_s'])}; bound={_bound(rec)}; "
+            f"top={_finding_label(top) if top else '-'}; findings={len(rec['findings'])}"
+            + (f"; {rec['error']}" if rec["error"] else ""))
+        self.runs.append(rec)
+        self._cache[key] = rec
+        return rec
+
+    # -- one scenario: the chain, then the alternatives --------------------------------------------
+    def scenario(self, sc: Scenario) -> None:
+        say(f"scenario {sc.name}: {sc.origin} — {sc.note}")
+        if sc.prepare is not None:
+            t0 = time.monotonic()
+            sc.prepare(self.ctx)
+            say(f"  data ready in {time.monotonic() - t0:.1f}s")
+        fixes = sc.fixes(self.ctx)
+        cur = self.run(sc, ())
+        applied: tuple[str, ...] = ()
+        chain: list[tuple[tuple[str, ...], list[dict[str, Any]]]] = []
+        base = cur
+        for stage in range(1, sc.chain + 1):
+            if cur is None or not cur.get("steps_per_s"):
+                break
+            cands = reportread.expressible(cur["findings"], fixes, set(applied) | self.args.skip_kinds)
+            forced = False
+            if not cands and self.args.force_fixes:
+                left = [k for k in fixes if k not in applied and k not in self.args.skip_kinds]
+                cands = [{"code": None, "fix_kind": left[0], "severity": None, "impact": None}] if left else []
+                forced = bool(cands)
+            if not cands:
+                say(f"  stage {stage}: gpudoctor names no further fix this script's flags can express")
+                break
+            top = cands[0]
+            nxt = self.run(sc, (*applied, top["fix_kind"]), forced)
+            chain.append((applied, cands))
+            self.stages.append(self._compare(sc, stage, cur, nxt, top, forced, base, cands))
+            if nxt is None:
+                break
+            cur, applied = nxt, (*applied, top["fix_kind"])
+        for (before, cands), st in zip(chain, [s for s in self.stages if s["scenario"] == sc.name]):
+            if len(cands) < 2 or self.args.no_alternatives:
+                continue
+            parent = self._cache.get((sc.name, before))
+            measured = {cands[0]["fix_kind"]: st["measured_speedup"]}
+            for alt in cands[1:]:
+                r = self.run(sc, (*before, alt["fix_kind"]))
+                if r is None or parent is None:
+                    continue
+                m = _ratio(r.get("steps_per_s"), parent.get("steps_per_s"))
+                measured[alt["fix_kind"]] = m
+                lo, hi = reportread.speedup_band(alt)
+                self.alternatives.append({"scenario": sc.name, "stage": st["stage"], "fix_kind": alt["fix_kind"],
+                                          "code": alt.get("code"), "est_low": lo, "est_high": hi,
+                                          "measured_speedup": m})
+            known = {k: v for k, v in measured.items() if v is not None}
+            if len(known) > 1:
+                fastest = max(known, key=lambda k: known[k])
+                st["fastest_fix"], st["top_was_fastest"] = fastest, fastest == cands[0]["fix_kind"]
+                st["measured_by_fix"] = known
+
+    def _compare(self, sc: Scenario, stage: int, cur: dict[str, Any], nxt: dict[str, Any] | None,
+                 top: dict[str, Any], forced: bool, base: dict[str, Any] | None,
+                 cands: list[dict[str, Any]]) -> dict[str, Any]:
+        lo, hi = reportread.speedup_band(top)
+        measured = _ratio(nxt.get("steps_per_s"), cur.get("steps_per_s")) if nxt else None
+        wall = _ratio(nxt.get("wall_steps_per_s"), cur.get("wall_steps_per_s")) if nxt else None
+        mid = math.sqrt(lo * hi) if lo and hi else None
+        err = abs(mid - measured) / abs(measured - 1.0) if mid and measured and abs(measured - 1.0) > 0.02 else None
+        st = {"scenario": sc.name, "stage": stage, "fix_kind": top["fix_kind"], "code": top.get("code"),
+              "severity": top.get("severity"), "forced": forced, "est_low": lo, "est_high": hi,
+              "basis": (top.get("impact") or {}).get("basis"), "measured_speedup": measured,
+              "wall_speedup": wall, "in_band": (lo <= measured <= hi) if lo and hi and measured else None,
+              "rel_error_of_gain": err, "candidates": [c["fix_kind"] for c in cands],
+              "report_top": _finding_label(cur["findings"][0]) if cur.get("findings") else None,
+              "cumulative_vs_base": _ratio(nxt.get("steps_per_s"), base.get("steps_per_s")) if nxt and base else None}
+        say(f"  stage {stage}: {'forced ' if forced else ''}{top['fix_kind']} ({top.get('code')}, "
+            f"{top.get('severity')}) predicted {_f(lo)}–{_f(hi)}x, measured {_f(measured)}x "
+            f"(wall {_f(wall)}x); cumulative {_f(st['cumulative_vs_base'])}x")
+        return st
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    return round(a / b, 3) if isinstance(a, int | float) and isinstance(b, int | float) and b > 0 else None
+
+
+def _f(v: Any, nd: int = 2) -> str:
+    return f"{v:.{nd}f}" if isinstance(v, int | float) else "-"
+
+
+def _bound(rec: dict[str, Any]) -> str:
+    b = rec.get("bottleneck") or {}
+    return f"{b.get('bound')} {_f(b.get('share_pct'), 0)}%" if b.get("bound") else "-"
+
+
+def _finding_label(f: dict[str, Any]) -> str:
+    imp = f.get("impact") or {}
+    est = f" {_f(imp.get('est_speedup_low'))}–{_f(imp.get('est_speedup_high'))}x" if imp else ""
+    return f"{f.get('code')}:{f.get('severity')}{est}"
+
+
+def table(h: Harness) -> str:
+    lines = ["| scenario | variant | bound | findings (top 3, sev, est) | warn+ | steps/s agent | samples/s | "
+             "steps/s wall |", "|---|---|---|---|---|---|---|---|"]
+    for r in h.runs:
+        fs = r.get("findings") or []
+        warn = sum(1 for f in fs if f.get("severity") in ("warning", "critical"))
+        lines.append(f"| {r['scenario']} | {r['variant']} | {_bound(r)} | "
+                     f"{', '.join(_finding_label(f) for f in fs[:3]) or '-'} | {warn} | {_f(r.get('steps_per_s'))} | "
+                     f"{_f(r.get('samples_per_s'), 0)} | {_f(r.get('wall_steps_per_s'))} |")
+    lines += ["", "| scenario | stage | fix (rule, sev) | predicted | measured (wall) | in band | cumulative | "
+              "top fastest? |", "|---|---|---|---|---|---|---|---|"]
+    for s in h.stages:
+        fastest = {True: "yes", False: f"no ({s.get('fastest_fix')})", None: "-"}[s.get("top_was_fastest")]
+        lines.append(f"| {s['scenario']} | {s['stage']} | {'forced ' if s['forced'] else ''}{s['fix_kind']} "
+                     f"({s['code']}, {s['severity']}) | {_f(s['est_low'])}–{_f(s['est_high'])}x | "
+                     f"{_f(s['measured_speedup'])}x ({_f(s['wall_speedup'])}x) | "
+                     f"{ {True: 'yes', False: 'no', None: '-'}[s['in_band']] } | {_f(s['cumulative_vs_base'])}x | "
+                     f"{fastest} |")
+    for a in h.alternatives:
+        lines.append(f"| {a['scenario']} | {a['stage']} alt | {a['fix_kind']} ({a['code']}) | "
+                     f"{_f(a['est_low'])}–{_f(a['est_high'])}x | {_f(a['measured_speedup'])}x | | | |")
+    return "\n".join(lines)
+
+
+def summary(h: Harness) -> dict[str, Any]:
+    real = [s for s in h.stages if not s["forced"]]
+    errs = [s["rel_error_of_gain"] for s in real if s["rel_error_of_gain"] is not None]
+    classic = [s for s in real if s["scenario"] == "timm_resnet50"]
+    return {"fixes_applied": len(real), "forced_fixes": len(h.stages) - len(real),
+            "median_rel_error_of_gain": round(statistics.median(errs), 3) if errs else None,
+            "within_25pct_of_gain": sum(1 for e in errs if e <= 0.25), "with_estimate": len(errs),
+            "in_band": sum(1 for s in real if s["in_band"]),
+            "top_was_fastest": [s["top_was_fastest"] for s in real if s.get("top_was_fastest") is not None],
+            "classic_overall_speedup": classic[-1]["cumulative_vs_base"] if classic else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--scripts", type=Path, required=True, help="folder of fetched third-party scripts")
+    p.add_argument("--part", choices=["1", "2", "all"], default="all")
+    p.add_argument("--only", action="append", default=[], help="run only these scenarios (repeatable)")
+    p.add_argument("--budget-s", type=float, default=540.0)
+    p.add_argument("--cpu", action="store_true", help="no GPU: CPU dry-run (implies --force-fixes)")
+    p.add_argument("--tiny", action="store_true", help="tiny sizes (with --cpu)")
+    p.add_argument("--force-fixes", action="store_true")
+    p.add_argument("--no-alternatives", action="store_true", help="do not measure non-top fixes")
+    p.add_argument("--skip-kinds", default="", help="fix kinds never applied, comma-separated (e.g. compile)")
+    p.add_argument("--duration", type=float, default=None, help="gpudoctor run --duration (s)")
+    p.add_argument("--compile-extra-s", type=float, default=None, help="added to --duration for compiled runs (default: per scenario, 60-75 s; CPU 150 s)")
+    p.add_argument("--startup-s", type=float, default=None, help="expected start/stop cost of a run (s)")
+    p.add_argument("--profile", type=int, default=None, help="gpudoctor run --profile N")
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or REPO / "bench" / "results" / "realscripts"))
+    p.add_argument("--work", type=Path, default=None, help="temporary folder (default: a new one)")
+    p.add_argument("--python", default=sys.executable, help="interpreter that runs the scripts")
+    p.add_argument("--gpudoctor", default=f"{sys.executable} -m gpudoctor", help="how to start gpudoctor")
+    args = p.parse_args(argv)
+    cpu = args.cpu
+    args.force_fixes = args.force_fixes or cpu
+    args.duration = args.duration or (60.0 if cpu else 25.0)
+    args.startup_s = args.startup_s or (40.0 if cpu else 15.0)
+    args.profile = args.profile or (2 if cpu else 5)
+    args.gpudoctor = args.gpudoctor.split()
+    args.skip_kinds = {k for k in args.skip_kinds.split(",") if k}
+    scripts = args.scripts.resolve()
+    if not scripts.is_dir():
+        print(f"realscripts_validation: --scripts {args.scripts} is not a folder.", file=sys.stderr)
+        return 2
+    procs.install_cleanup()
+    work = args.work or Path(tempfile.mkdtemp(prefix="gd_realscripts_"))
+    work.mkdir(parents=True, exist_ok=True)
+    ctx = Ctx(scripts=scripts, work=work.resolve(), cpu=cpu, python=args.python)
+    h = Harness(args, ctx)
+    chosen = [s for s in SCENARIOS if (args.part == "all" or str(s.part) == args.part)
+              and (not args.only or s.name in args.only)]
+    say(f"realscripts: part {args.part}, {len(chosen)} scenarios, budget {args.budget_s:.0f}s, "
+        f"{'CPU tiny' if cpu else 'GPU'}, work {work}; fix kinds by rule: "
+        + ", ".join(f"{c}={k}" for c, k in sorted(h.kinds.items())))
+    for sc in chosen:
+        if h.budget.left() < h.cost(sc, ()):
+            say(f"skip scenario {sc.name}: budget spent")
+            continue
+        try:
+            h.scenario(sc)
+        except Exception as exc:       # one broken scenario must not lose the others' results
+            say(f"scenario {sc.name} failed: {type(exc).__name__}: {exc}")
+    text = table(h)
+    summ = summary(h)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"realscripts_part{args.part}"
+    Path(f"{stem}.json").write_text(json.dumps(
+        {"part": args.part, "cpu": cpu, "budget_s": args.budget_s, "scripts": str(scripts),
+         "settings": {"duration": args.duration, "compile_extra_s": args.compile_extra_s,
+                      "profile": args.profile}, "fix_kinds": h.kinds, "summary": summ,
+         "runs": h.runs, "stages": h.stages, "alternatives": h.alternatives}, indent=1, default=str))
+    Path(f"{stem}.txt").write_text(text + "\n\n" + json.dumps(summ, indent=1) + "\n")
+    print("\n" + text + "\n\nsummary: " + json.dumps(summ), flush=True)
+    Path(f"{stem}.log").write_text("\n".join(LOG) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
