@@ -79,3 +79,43 @@ def test_a_distributed_sampler_elsewhere_silences_the_module(tmp_path: Path) -> 
     with_sampler = with_sampler.replace("import DataLoader", "import DataLoader, DistributedSampler")
     found = _gd604(tmp_path, {"train_ddp.py": with_sampler, "data.py": DATA_MODULE})
     assert found == {"train_ddp.py": [], "data.py": []}
+
+
+# ---- GD403 static: "no torch.compile anywhere in the checked code" is a project-wide absence ----------
+COMPILED_ELSEWHERE = '''\
+import torch
+
+
+def build():
+    return torch.compile(torch.nn.Linear(8, 1).cuda())
+'''
+
+
+def _gd403(tmp_path: Path, files: dict[str, str]) -> list[str]:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    return [f"{Path(f.location.path or '').name}:{f.location.line} {f.severity.value}"
+            for f in check_findings([tmp_path]) if f.code == "GD403"]
+
+
+def test_uncompiled_cuda_training_loop_is_info(tmp_path: Path) -> None:
+    assert _gd403(tmp_path, {"train_single.py": SINGLE_GPU_SCRIPT}) == ["train_single.py:6 info"]
+
+
+def test_compile_anywhere_in_the_checked_code_silences_it(tmp_path: Path) -> None:
+    assert _gd403(tmp_path, {"train_single.py": SINGLE_GPU_SCRIPT, "model.py": COMPILED_ELSEWHERE}) == []
+    method = SINGLE_GPU_SCRIPT.replace("loader = DataLoader", "model.compile()\nloader = DataLoader")
+    other = tmp_path / "method"
+    other.mkdir()
+    assert _gd403(other, {"train_single.py": method}) == []
+    decorated = SINGLE_GPU_SCRIPT.replace("model = torch.nn.Linear(8, 1).cuda()",
+                                          "model = torch.nn.Linear(8, 1).cuda()\n\n\n@torch.compile\ndef fwd(x):\n"
+                                          "    return model(x)\n")
+    third = tmp_path / "decorated"
+    third.mkdir()
+    assert _gd403(third, {"train_single.py": decorated}) == []
+
+
+def test_re_compile_is_not_torch_compile(tmp_path: Path) -> None:
+    text = "import re\nPATTERN = re.compile('x')\n" + SINGLE_GPU_SCRIPT
+    assert _gd403(tmp_path, {"train_single.py": text}) == ["train_single.py:8 info"]

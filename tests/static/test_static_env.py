@@ -63,3 +63,40 @@ def test_env_rules_fire_on_bad_machines() -> None:
 def test_env_rules_quiet_on_good_machine() -> None:
     assert _judge({"driver_cuda_version": 13000, "driver_cuda": "13.0", "torch_cuda_version": 13000,
                    "torch_cuda": "13.0"}) == {}
+
+
+def test_cudnn_comparison_ignores_patch_releases() -> None:
+    assert machine.cudnn_comparison([9, 10, 2], [9, 19, 0]) == {
+        "cudnn_build": "9.10.2", "cudnn_runtime": "9.19.0", "cudnn_versions_differ": True}
+    assert machine.cudnn_comparison([9, 19, 0], [9, 19, 1])["cudnn_versions_differ"] is False
+    assert machine.cudnn_comparison(None, [9, 19, 0])["cudnn_versions_differ"] is None
+
+
+def test_cudnn_probe_runs_in_a_child_interpreter() -> None:
+    """The real probe in this interpreter: torch is imported in the child only, never here."""
+    import subprocess
+    import sys
+
+    try:
+        importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("torch is not installed")
+    imported_before = "torch" in sys.modules
+    facts = machine.cudnn_versions(timeout_s=120)
+    assert ("torch" in sys.modules) == imported_before
+    child = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cudnn.is_available())"],
+                           capture_output=True, text=True, timeout=120, check=True)
+    if child.stdout.strip() == "True":  # a CUDA build with cuDNN: both versions are read
+        assert facts["cudnn_build"] and facts["cudnn_runtime"]
+        assert facts["cudnn_versions_differ"] in (True, False)
+    else:  # the CPU build in CI: nothing to compare, the rule is not evaluated
+        assert facts == {"cudnn_build": None, "cudnn_runtime": None, "cudnn_versions_differ": None}
+    assert machine.cudnn_versions("/nonexistent/python")["cudnn_versions_differ"] is None
+
+
+def test_cudnn_mismatch_rule() -> None:
+    found = _judge({"torch_version": "2.11.0", "torch_cuda": "13.0", "cudnn_build": "9.10.2",
+                    "cudnn_runtime": "9.19.0", "cudnn_versions_differ": True})
+    assert set(found) == {"GD806"}
+    assert "built with cuDNN 9.10.2 but loads cuDNN 9.19.0" in found["GD806"]
+    assert _judge({"cudnn_build": "9.19.0", "cudnn_runtime": "9.19.1", "cudnn_versions_differ": False}) == {}

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 import gpudoctor.trace.kernels as kn
+from gpudoctor.catalog import load_catalog
+from gpudoctor.catalog.engine import evaluate
+from gpudoctor.model import FactSet, Finding, Location, Source
 from gpudoctor.trace.metrics import compute_rank_metrics
 from gpudoctor.trace.reader import load_trace
 
@@ -73,3 +76,43 @@ def test_compiled_model_is_seen_as_compiled(trace_file: Callable[[str], Path]) -
     assert v["compiled_kernel_pct_of_gpu"] > 0
     # a tiny MLP: the host cannot launch kernels as fast as the GPU runs them
     assert v["launch_gap_ms_per_step"] > v["gpu_kernel_ms_per_step"]
+
+
+# ---- the rules that read these facts: GD403 (compile), GD303 (CUDA graphs), GD210 (autocast casts) ----
+def _findings(path: Path, options: dict[str, dict[str, object]] | None = None) -> dict[str, Finding]:
+    facts = FactSet("rank", Source.TRACE, dict(_values(path)), Location(rank=0))
+    result = evaluate(load_catalog(), [facts], [Source.TRACE], options)
+    return {f.code: f for f in result.findings}
+
+
+def test_compile_rule_on_eager_bf16_resnet(trace_file: Callable[[str], Path]) -> None:
+    path = trace_file("h200/resnet_bf16.json.gz")
+    finding = _findings(path)["GD403"]
+    assert "59% of GPU time" in finding.message and "nothing in the trace is compiled" in finding.message
+    impact = finding.impact
+    assert impact is not None and impact.side == "gpu"
+    assert impact.cost_ms_per_step == pytest.approx(_values(path)["fusible_ms_per_step"])
+    # 13.6 ms/step fusible × 0.35–0.6 on a ~20 ms step, bounded by the host's floor
+    assert 1.2 < impact.est_speedup_low < impact.est_speedup_high < 1.8
+
+
+def test_compile_rule_quiet_when_compiled(trace_file: Callable[[str], Path]) -> None:
+    assert "GD403" not in _findings(trace_file("h200/compile_break.json.gz"))
+    assert "GD403" not in _findings(trace_file("h200/loader_bound.json.gz"))  # 16% fusible: below 20%
+
+
+def test_launch_bound_static_step_gets_cuda_graph_advice(trace_file: Callable[[str], Path]) -> None:
+    finding = _findings(trace_file("h200/compile_break.json.gz"))["GD303"]
+    assert "CUDA graph" in finding.message and "same 27 kernels" in finding.message
+    assert finding.impact is not None and finding.impact.side == "host"
+    assert finding.impact.cost_ms_per_step == pytest.approx(2.869, abs=0.01)
+    assert "GD303" not in _findings(trace_file("h200/resnet_bf16.json.gz"))  # GPU-bound
+
+
+def test_autocast_cast_rule(trace_file: Callable[[str], Path]) -> None:
+    path = trace_file("h200/resnet_bf16.json.gz")
+    assert "GD210" not in _findings(path)  # trainable weights cast once per forward: 0.7% of GPU time
+    finding = _findings(path, {"GD210": {"min_autocast_cast_pct": 0.5}})["GD210"]
+    assert "46 kernels" in finding.message
+    assert finding.impact is not None and finding.impact.cost_ms_per_step == pytest.approx(0.16, abs=0.005)
+    assert finding.severity.value == "info"  # costs under 2% of the step: never above info

@@ -1,8 +1,9 @@
 """``gpudoctor check --env``: facts about this machine that decide whether training will run well.
 
 Reads the NVIDIA driver through NVML, the installed torch's ``version.py`` as *text* (torch is never
-imported: it takes seconds and may initialise CUDA), NCCL's wheel metadata, ``/dev/shm`` and the
-ptrace policy. Every fact that cannot be read is ``None`` (the rule is then "not evaluated"), never
+imported here: it takes seconds and may initialise CUDA), the cuDNN versions torch was built with and
+loads (asked of a child interpreter, only for a CUDA build of torch), NCCL's wheel metadata,
+``/dev/shm`` and the ptrace policy. Every fact that cannot be read is ``None`` (the rule is then "not evaluated"), never
 an exception. Check by hand with ``nvidia-smi``, ``df -h /dev/shm``,
 ``cat /proc/sys/kernel/yama/ptrace_scope`` and ``python -c 'import torch; print(torch.version.cuda)'``.
 """
@@ -11,8 +12,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +57,44 @@ def torch_build() -> dict[str, Any]:
     out["torch_version"] = version.group(1) if version else None
     out["torch_cuda"] = cuda.group(1) if cuda else None
     return out
+
+
+#: Run in a child interpreter (never in gpudoctor's own process): the cuDNN torch was built with
+#: and the one it loads. Neither call creates a CUDA context.
+_CUDNN_PROBE = (
+    "import json, torch\n"
+    "c = getattr(torch._C, '_cudnn', None) if torch.backends.cudnn.is_available() else None\n"
+    "print(json.dumps({'build': list(c.getCompileVersion()) if c else None,"
+    " 'runtime': list(c.getRuntimeVersion()) if c else None}))\n"
+)
+CUDNN_PROBE_TIMEOUT_S = 60.0
+
+
+def cudnn_versions(python: str | None = None, timeout_s: float = CUDNN_PROBE_TIMEOUT_S) -> dict[str, Any]:
+    """cuDNN build and runtime versions as torch reports them, from ``python -c`` in a child process.
+
+    ``cudnn_versions_differ`` is True when major or minor differ (patch releases do not change
+    kernels much; a minor release changes the engine heuristics and kernels the convolutions use).
+    All None when torch has no cuDNN, or the child fails or times out. By hand:
+    ``python -c 'import torch; print(torch._C._cudnn.getCompileVersion(), torch.backends.cudnn.version())'``.
+    """
+    out: dict[str, Any] = {"cudnn_build": None, "cudnn_runtime": None, "cudnn_versions_differ": None}
+    try:
+        done = subprocess.run([python or sys.executable, "-c", _CUDNN_PROBE], capture_output=True, text=True,
+                              timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+        reply = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return out
+    return {**out, **cudnn_comparison(reply.get("build"), reply.get("runtime"))}
+
+
+def cudnn_comparison(build: list[int] | None, runtime: list[int] | None) -> dict[str, Any]:
+    """``[9, 10, 2]`` and ``[9, 19, 0]`` → ``9.10.2``, ``9.19.0`` and whether major.minor differ."""
+    if not build or not runtime or len(build) < 2 or len(runtime) < 2:
+        return {"cudnn_build": None, "cudnn_runtime": None, "cudnn_versions_differ": None}
+    return {"cudnn_build": ".".join(str(int(v)) for v in build),
+            "cudnn_runtime": ".".join(str(int(v)) for v in runtime),
+            "cudnn_versions_differ": list(build[:2]) != list(runtime[:2])}
 
 
 def nccl_version() -> str | None:
@@ -139,6 +181,10 @@ def machine_factset() -> FactSet:
     values["torch_cuda_version"] = cuda_number(values["torch_cuda"])
     values["driver_cuda_version"] = cuda_number(values["driver_cuda"])
     values["nccl_version"] = nccl_version()
+    if values["torch_cuda"] is not None:  # a CPU build has no cuDNN: no child interpreter to start
+        values.update(cudnn_versions())
+    else:
+        values.update(cudnn_comparison(None, None))
     values["is_root"] = hasattr(os, "geteuid") and os.geteuid() == 0
     try:
         stat = os.statvfs("/dev/shm")
@@ -159,7 +205,8 @@ def machine_factset() -> FactSet:
 
 
 def machine_table(machine: FactSet) -> MetricTable:
-    shown = ("driver_version", "driver_cuda", "gpu_count", "torch_version", "torch_cuda", "nccl_version",
+    shown = ("driver_version", "driver_cuda", "gpu_count", "torch_version", "torch_cuda", "cudnn_build",
+             "cudnn_runtime", "nccl_version",
              "shm_size_mib", "cuda_visible_devices", "ptrace_scope", "cap_sys_ptrace", "ptrace_permitted")
     rows = [{"metric": name, "value": "n/a" if machine.get(name) is None else machine.get(name)} for name in shown]
     return MetricTable(title="This machine", columns=["metric", "value"], rows=rows, key="machine")
