@@ -154,12 +154,20 @@ def test_ddp_straggler_fixed_is_balanced() -> None:
 
 
 def test_input_bound_trace_shows_gd102_and_the_fix_removes_it(tmp_path: Path) -> None:
-    """End to end on CPU: example → torch.profiler trace → ``gpudoctor analyze`` → ``compare``."""
+    """End to end on CPU: example → torch.profiler trace → ``gpudoctor analyze`` → ``compare``.
+
+    Independent of machine load: the example's per-sample "decode" burns a fixed *wall-clock* time
+    (``burn_cpu_ms``) while the model's step stretches with load. So the unfixed run gets a large
+    data share (192 ms of decode per batch: ≥ 16% even with a step slowed to 1 s, GD102 fires above
+    10%), and the fix's 4 workers deliver a batch every 48 ms of wall time whatever the load, well
+    ahead of any step (≥ 100 ms here) — with the defaults (1.5 ms, one worker on 2 cores) both
+    margins depended on how busy the machine was.
+    """
     dirs = {}
     for fix in (False, True):
         out = tmp_path / ("fixed" if fix else "unfixed")
-        proc = _run(["input_bound.py", "--steps", "10", "--device", "cpu", "--profile-dir", str(out)]
-                    + (["--fix"] if fix else []))
+        proc = _run(["input_bound.py", "--steps", "10", "--device", "cpu", "--profile-dir", str(out),
+                     "--cpu-ms-per-sample", "6"] + (["--fix", "--workers", "4"] if fix else []), timeout_s=240)
         assert proc.returncode == 0, proc.stderr[-2000:]
         dirs[fix] = out
     codes = {}

@@ -8,20 +8,29 @@ is ``None`` from :func:`find_agent`; a lost or refusing agent is :class:`AgentEr
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
+import logging
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpudoctor.agent.paths import find_socket
-from gpudoctor.live.samples import AgentState, StepStats
+from gpudoctor.agent.protocol import (
+    PROTOCOL_VERSION,
+    HelloReply,
+    ProfileReply,
+    StatsReply,
+    StepStats,
+    from_wire,
+)
+
+log = logging.getLogger("gpudoctor.agent.client")
 
 DEFAULT_TIMEOUT_S = 2.0
-_STEP_FIELDS = {f.name for f in dataclasses.fields(StepStats)}
+#: The profile window's reply (older name).
+ProfileStatus = ProfileReply
 
 
 class AgentError(Exception):
@@ -32,38 +41,9 @@ class AgentLost(AgentError):
     """The agent's connection closed: the target exited or detached."""
 
 
-@dataclass(frozen=True)
-class ProfileStatus:
-    """Where an on-demand profile window stands."""
-
-    status: str                      # idle | armed | recording | done | failed
-    steps_requested: int = 0
-    steps_done: int = 0
-    trace_path: str | None = None
-    detail: str = ""
-
-    def label(self) -> str:
-        """Short text for :attr:`AgentState.profile_status`, e.g. ``recording 2/3``."""
-        if self.status == "recording":
-            return f"recording {self.steps_done}/{self.steps_requested}"
-        return self.status
-
-    @classmethod
-    def from_reply(cls, reply: dict[str, Any]) -> ProfileStatus:
-        return cls(status=str(reply.get("status", "idle")), steps_requested=int(reply.get("steps_requested") or 0),
-                   steps_done=int(reply.get("steps_done") or 0), trace_path=reply.get("trace_path"),
-                   detail=str(reply.get("detail") or ""))
-
-
 def step_stats_from_reply(reply: dict[str, Any]) -> StepStats:
-    """Build a :class:`StepStats` from a ``stats`` reply, ignoring fields this version does not know."""
-    values = {k: v for k, v in reply.items() if k in _STEP_FIELDS}
-    reasons = values.get("graph_break_reasons") or ()
-    values["graph_break_reasons"] = tuple((str(r), int(n)) for r, n in reasons)
-    values.setdefault("timestamp", time.time())
-    values.setdefault("steps_total", 0)
-    values.setdefault("window_steps", 0)
-    return StepStats(**values)
+    """The :class:`StepStats` of a ``stats`` reply (fields this version does not know are logged once)."""
+    return from_wire(StatsReply, reply).stats
 
 
 class AgentClient:
@@ -72,7 +52,9 @@ class AgentClient:
     def __init__(self, pid: int, socket_path: Path, sock: socket.socket, info: dict[str, Any]) -> None:
         self.pid = pid
         self.socket_path = socket_path
-        self.info = info
+        self.info = info                              # the hello reply as sent (see ``hello``)
+        self.hello = from_wire(HelloReply, info) if info else HelloReply()
+        self.last_stats: StatsReply | None = None
         self._sock: socket.socket | None = sock
         self._file = sock.makefile("rb")
         self._lock = threading.Lock()
@@ -90,9 +72,13 @@ class AgentClient:
         client = cls(pid, socket_path, sock, {})
         try:
             client.info = client.request({"op": "hello"})
+            client.hello = from_wire(HelloReply, client.info)
         except AgentError:
             client.close()
             raise
+        if client.hello.protocol != PROTOCOL_VERSION:
+            log.warning("the agent in process %d speaks protocol %s, this gpudoctor %s; fields may be missing.",
+                        pid, client.hello.protocol, PROTOCOL_VERSION)
         return client
 
     def request(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -120,19 +106,20 @@ class AgentClient:
     def stats(self, window_s: float = 10.0) -> StepStats:
         reply = self.request({"op": "stats", "window_s": window_s})
         self.last_stats_reply = reply
-        return step_stats_from_reply(reply)
+        self.last_stats = from_wire(StatsReply, reply)
+        return self.last_stats.stats
 
-    def profile(self, steps: int = 3, timeout_s: float = 120.0) -> ProfileStatus:
-        return ProfileStatus.from_reply(self.request({"op": "profile", "steps": steps, "timeout_s": timeout_s}))
+    def profile(self, steps: int = 3, timeout_s: float = 120.0) -> ProfileReply:
+        return from_wire(ProfileReply, self.request({"op": "profile", "steps": steps, "timeout_s": timeout_s}))
 
-    def profile_status(self) -> ProfileStatus:
-        return ProfileStatus.from_reply(self.request({"op": "profile_status"}))
+    def profile_status(self) -> ProfileReply:
+        return from_wire(ProfileReply, self.request({"op": "profile_status"}))
 
-    def wait_profile(self, timeout_s: float, poll_s: float = 0.1) -> ProfileStatus:
+    def wait_profile(self, timeout_s: float, poll_s: float = 0.1) -> ProfileReply:
         """Poll until the profile window is done or failed (or ``timeout_s`` passes)."""
         deadline = time.monotonic() + timeout_s
         status = self.profile_status()
-        while status.status in ("armed", "recording") and time.monotonic() < deadline:
+        while status.status.busy and time.monotonic() < deadline:
             time.sleep(poll_s)
             status = self.profile_status()
         return status
@@ -143,17 +130,6 @@ class AgentClient:
             self.request({"op": "detach"})
         finally:
             self.close()
-
-    def state(self) -> AgentState:
-        """The agent part of a live :class:`~gpudoctor.live.samples.Snapshot`."""
-        if self._sock is None:
-            return AgentState(status="lost", detail=f"the agent in process {self.pid} is gone.")
-        try:
-            profile = self.profile_status()
-        except AgentError as exc:
-            return AgentState(status="lost", detail=str(exc), socket_path=str(self.socket_path))
-        return AgentState(status="connected", socket_path=str(self.socket_path), profile_status=profile.label(),
-                          profile_trace_path=profile.trace_path)
 
     def close(self) -> None:
         with self._lock:
@@ -188,7 +164,7 @@ def find_agent(pid: int, timeout_s: float = 1.0) -> AgentClient | None:
         client = AgentClient.connect(pid, path, timeout_s=timeout_s)
     except (OSError, AgentError):
         return None
-    if client.info.get("pid") != pid:
+    if client.hello.pid != pid:
         client.close()
         return None
     return client

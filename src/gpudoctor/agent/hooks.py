@@ -17,6 +17,8 @@ import weakref
 from time import perf_counter as _perf
 from typing import TYPE_CHECKING, Any
 
+from gpudoctor.agent.protocol import StepSource
+
 if TYPE_CHECKING:
     from gpudoctor.agent.runtime import Agent
 
@@ -60,6 +62,8 @@ class TorchHooks:
         self._uninstalling = False
         self._fast_tick_until_s = _perf() + 120.0
         self._primary_optimizer: Any = None          # weakref to the optimizer that defines a step
+        self._backward_patch: tuple[Any, Any, Any] | None = None   # (torch.autograd, original, wrapper)
+        self._backward_depth = 0
         self._dataloader_cls: Any = None
         self._dataloader_orig: Any = None
         self._dataloader_wrapper: Any = None
@@ -84,6 +88,8 @@ class TorchHooks:
             try:
                 if not self._step_hooked:
                     self._hook_optimizer()
+                if self._backward_patch is None:
+                    self._hook_backward()
                 if self._dataloader_cls is None:
                     self._hook_dataloader()
                 if self._compile_patch is None:
@@ -103,6 +109,33 @@ class TorchHooks:
             _step_hook_registered = True
         _step_target = self
         self._step_hooked = True
+
+    def _hook_backward(self) -> None:
+        """Wrap ``torch.autograd.backward`` (``loss.backward()`` calls it): the end of a backward pass
+        marks a step in loops that have no ``torch.optim`` optimizer step to hook."""
+        autograd = _loaded("torch.autograd")
+        original = getattr(autograd, "backward", None) if autograd is not None else None
+        if original is None or getattr(original, "__gpudoctor_wrapper__", False):
+            return
+        hooks_ref = weakref.ref(self)
+
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            hooks = hooks_ref()
+            if hooks is None:
+                return original(*args, **kwargs)
+            hooks._backward_depth += 1     # a backward inside a backward (reentrant checkpoint) is one pass
+            try:
+                return original(*args, **kwargs)
+            finally:
+                hooks._backward_depth -= 1
+                if hooks._backward_depth == 0:
+                    hooks._on_backward()
+
+        backward.__wrapped__ = original  # type: ignore[attr-defined]
+        backward.__doc__ = original.__doc__
+        backward.__gpudoctor_wrapper__ = True  # type: ignore[attr-defined]
+        autograd.backward = backward
+        self._backward_patch = (autograd, original, backward)
 
     def _hook_dataloader(self) -> None:
         dl = _loaded("torch.utils.data.dataloader")
@@ -189,6 +222,11 @@ class TorchHooks:
             if self._dataloader_cls is not None and self._dataloader_cls.__dict__.get("__next__") is self._dataloader_wrapper:
                 self._dataloader_cls.__next__ = self._dataloader_orig
             self._dataloader_cls = None
+            if self._backward_patch is not None and not keep_step_hook:  # backward may be the step hook
+                autograd, original, wrapper = self._backward_patch
+                if getattr(autograd, "backward", None) is wrapper:
+                    autograd.backward = original
+                self._backward_patch = None
             for owner, attr, original, wrapper in reversed(self._dynamo_patches):
                 if owner.__dict__.get(attr) is wrapper:
                     setattr(owner, attr, original)
@@ -210,15 +248,24 @@ class TorchHooks:
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
             agent = self._live_agent()
-            if agent is None or agent.step_source == "explicit":
+            if agent is None or agent.step_source is StepSource.EXPLICIT:
                 return
             primary = self._primary_optimizer() if self._primary_optimizer is not None else None
             if primary is None:
                 self._primary_optimizer = weakref.ref(optimizer)
             elif primary is not optimizer:
                 return                                   # a second optimizer in the same step
-            agent.step_source = "optimizer"
-            agent.on_step(explicit=False)
+            agent.on_step(StepSource.OPTIMIZER)
+        except Exception:
+            pass
+
+    def _on_backward(self) -> None:
+        """The end of a backward pass: a step only while nothing stronger marks steps (gradient
+        accumulation still counts one step per optimizer step once one is seen)."""
+        try:
+            agent = self._live_agent()
+            if agent is not None and agent.step_source.strength <= StepSource.BACKWARD.strength:
+                agent.on_step(StepSource.BACKWARD)
         except Exception:
             pass
 

@@ -3,7 +3,9 @@
 A profiler started from a background thread misses the training thread's CPU ops (measured on an
 H200, see DESIGN.md), so the socket thread only *arms* a window; the step hook starts it at the next
 step boundary and stops it after N steps, whether or not a client is still connected. If steps stop
-arriving, the socket thread's tick ends the window after its time limit. A profiler the user
+arriving, the socket thread's tick ends the window after its time limit. A window that sees no
+step boundary at all within a few seconds (a loop the agent cannot find steps in) records a
+bounded time window from the agent's own thread instead, and says so in its ``detail``. A profiler the user
 already runs is detected and left alone. The window is one warm-up step plus N recorded steps,
 each marked ``ProfilerStep#k`` in the trace, as torch.profiler's own schedule does. Standard library plus the target's torch only.
 """
@@ -17,7 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.agent.protocol import ProfileReply, ProfileState, WindowKind
+
 MAX_STEPS = 100
+#: An armed window that sees no step boundary for this long (or 3 typical steps, at most
+#: NO_STEP_FALLBACK_MAX_S) records a time window of TIME_WINDOW_S instead.
+NO_STEP_FALLBACK_S = 3.0
+NO_STEP_FALLBACK_MAX_S = 20.0
+TIME_WINDOW_S = 3.0
 #: Traces of one process kept in the agent's directory; older ones are deleted when a new one is written.
 KEEP_TRACES_PER_PROCESS = 3
 #: Traces of processes that have exited are deleted once they are this old.
@@ -77,6 +86,23 @@ def user_profiler_active() -> bool:
         return False
 
 
+def torch_import_in_progress() -> bool:
+    """True while the program is importing a torch module (or torch.profiler is not imported yet).
+
+    Importing from the agent's thread while the training thread imports torch._dynamo made the
+    *program's* import fail ("partially initialized module torch._inductor.utils", seen on a loaded
+    2-core machine), so the agent's own threads start nothing torch-related during an import.
+    """
+    if "torch.profiler" not in sys.modules:
+        return True
+    for name, module in list(sys.modules.items()):
+        if name.startswith("torch"):
+            spec = getattr(module, "__spec__", None)
+            if spec is not None and getattr(spec, "_initializing", False):
+                return True
+    return False
+
+
 def ask_cupti_teardown(torch: Any) -> bool:
     """Have Kineto tear CUPTI down when the window ends (``TEARDOWN_CUPTI=1``), unless told otherwise.
 
@@ -101,29 +127,42 @@ def ask_cupti_teardown(torch: Any) -> bool:
 
 
 class ProfileWindow:
-    """State machine: idle → armed → recording → done | failed (and back to armed on a new request)."""
+    """State machine (:class:`ProfileState`): idle → armed → recording → done | failed, and back to
+    armed on a new request. A window is N training steps, or a bounded time window when no step
+    boundary arrives (:data:`NO_STEP_FALLBACK_S`)."""
 
     def __init__(self, directory: Path) -> None:
         self._dir = directory
         self._lock = threading.Lock()
-        self.status = "idle"
+        self.status = ProfileState.IDLE
         self.steps_requested = 0
         self.steps_done = 0
         self.trace_path: str | None = None
         self.detail = ""
+        self.window = WindowKind.STEPS
+        self.window_s: float | None = None
+        self._armed_at = 0.0
         self._deadline = 0.0
         self._prof: Any = None
         self._trace_written = False
         self._stop_reason = ""
         self._thread_id = 0
+        self._time_stop = threading.Event()
+        self._time_thread: threading.Thread | None = None
 
-    def snapshot(self) -> dict[str, Any]:
-        return {"status": self.status, "steps_requested": self.steps_requested,
-                "steps_done": self.steps_done, "trace_path": self.trace_path, "detail": self.detail}
+    def snapshot(self) -> ProfileReply:
+        return ProfileReply(status=self.status, steps_requested=self.steps_requested, steps_done=self.steps_done,
+                            trace_path=self.trace_path, detail=self.detail, window=self.window,
+                            window_s=self.window_s)
 
     @property
     def busy(self) -> bool:
-        return self.status in ("armed", "recording")
+        return self.status.busy
+
+    @property
+    def timed(self) -> bool:
+        """True for a time window (recorded from the agent's own thread, not at step boundaries)."""
+        return self.window is WindowKind.TIME
 
     def request(self, steps: int, timeout_s: float) -> str | None:
         """Arm a window of ``steps`` steps; returns a one-sentence refusal, or None when armed."""
@@ -134,20 +173,22 @@ class ProfileWindow:
                 return f"a gpudoctor profile is already {self.status}; wait for it to finish."
             if user_profiler_active():
                 return "a torch.profiler session the program started is running; gpudoctor leaves it alone."
-            self.status, self.steps_requested, self.steps_done = "armed", steps, 0
+            self.status, self.steps_requested, self.steps_done = ProfileState.ARMED, steps, 0
             self.trace_path, self.detail = None, ""
-            self._deadline = time.monotonic() + timeout_s
+            self.window, self.window_s = WindowKind.STEPS, None
+            self._armed_at = time.monotonic()
+            self._deadline = self._armed_at + timeout_s
         return None
 
     # -- training thread -------------------------------------------------------------------
 
     def on_step(self) -> None:
         """Called from the step hook on the training thread."""
-        if self.status == "armed":
+        if self.status is ProfileState.ARMED:
             self._start()
-        elif self.status == "recording":
+        elif self.status is ProfileState.RECORDING and not self.timed:
             with self._lock:
-                if self.status != "recording" or self._prof is None:
+                if self.status is not ProfileState.RECORDING or self._prof is None or self.timed:
                     return
                 try:
                     self._prof.step()      # one warm-up step, then N recorded ProfilerStep#k ranges
@@ -163,29 +204,58 @@ class ProfileWindow:
 
     def _start(self) -> None:
         with self._lock:
-            if self.status != "armed":
+            if self.status is not ProfileState.ARMED:
                 return
             if user_profiler_active():
-                self.status, self.detail = "failed", "the program started its own torch.profiler; left alone."
+                self.status, self.detail = ProfileState.FAILED, "the program started its own torch.profiler; left alone."
                 return
             try:
                 import torch.profiler as tp
-                activities = [tp.ProfilerActivity.CPU]
-                torch = sys.modules["torch"]
-                if torch.cuda.is_available() and torch.cuda.is_initialized():
-                    activities.append(tp.ProfilerActivity.CUDA)
-                    ask_cupti_teardown(torch)
                 self._trace_written, self._stop_reason = False, ""
                 self._thread_id = threading.get_ident()
                 self._prof = tp.profile(
-                    activities=activities, record_shapes=False, with_stack=False,
+                    activities=_activities(tp), record_shapes=False, with_stack=False,
                     schedule=tp.schedule(wait=0, warmup=1, active=self.steps_requested, repeat=1),
                     on_trace_ready=self._write_trace)
                 self._prof.start()
-                self.status = "recording"
+                self.status = ProfileState.RECORDING
             except Exception as exc:
                 self._prof = None
-                self.status, self.detail = "failed", f"torch.profiler did not start: {type(exc).__name__}: {exc}"
+                self._fail(f"torch.profiler did not start: {type(exc).__name__}: {exc}")
+
+    # -- the agent's thread: a time window when no step boundary comes -------------------------
+
+    def _start_time_window(self, waited_s: float) -> None:
+        """Record ``TIME_WINDOW_S`` (or what the time limit leaves) from a thread of the agent's own:
+        the profiler is started and stopped on that thread, so it sees the GPU's kernels but not the
+        training thread's CPU ops. Caller holds the lock."""
+        seconds = max(1.0, min(TIME_WINDOW_S, self._deadline - time.monotonic() - 0.5))
+        self.window, self.window_s, self.status = WindowKind.TIME, seconds, ProfileState.RECORDING
+        self.detail = (f"no training step boundary in {waited_s:.0f} s: recording a {seconds:.0f} s time window "
+                       "instead (GPU kernels; the training thread's CPU ops are not in it).")
+        self._trace_written, self._stop_reason = False, ""
+        self._time_stop.clear()
+        self._time_thread = threading.Thread(target=self._run_time_window, args=(seconds,),
+                                             name="gpudoctor-profile", daemon=True)
+        self._time_thread.start()
+
+    def _run_time_window(self, seconds: float) -> None:
+        try:
+            tp = sys.modules["torch.profiler"]   # already imported: never import from this thread
+            prof = tp.profile(activities=_activities(tp), record_shapes=False, with_stack=False)
+            prof.start()
+            try:
+                self._time_stop.wait(seconds)
+            finally:
+                prof.stop()
+            self._write_trace(prof)
+            with self._lock:
+                self.steps_done = 0
+                self.status = ProfileState.DONE
+                self.detail = self.detail.replace("recording a", "recorded a", 1)
+        except Exception as exc:
+            with self._lock:
+                self._fail(f"the time window failed: {type(exc).__name__}: {exc}")
 
     # -- any thread ------------------------------------------------------------------------
 
@@ -209,37 +279,66 @@ class ProfileWindow:
             self._fail(f"stopping torch.profiler failed: {type(exc).__name__}: {exc}")
             return
         if self._trace_written:
-            self.status, self.detail = "done", detail
+            self.status, self.detail = ProfileState.DONE, detail
         else:
             self._fail(detail or "the window ended before a step was recorded; nothing written.")
 
     def _fail(self, detail: str) -> None:
-        self.status, self.detail, self._prof = "failed", detail, None
+        self.status, self.detail, self._prof = ProfileState.FAILED, detail, None
 
-    def tick(self) -> None:
-        """From the socket thread: end a window whose time limit has passed."""
-        if self.busy and time.monotonic() >= self._deadline:
+    def tick(self, typical_step_s: float | None = None) -> None:
+        """From the socket thread: fall back to a time window when no step boundary arrives, and end
+        a window whose time limit has passed."""
+        if not self.busy:
+            return
+        now = time.monotonic()
+        if self.status is ProfileState.ARMED:
+            wait_s = min(NO_STEP_FALLBACK_MAX_S, max(NO_STEP_FALLBACK_S, 3.0 * (typical_step_s or 0.0)))
+            with self._lock:
+                if self.status is ProfileState.ARMED and now - self._armed_at >= wait_s \
+                        and self._deadline - now >= 1.0 and not user_profiler_active() \
+                        and not torch_import_in_progress():
+                    self._start_time_window(now - self._armed_at)
+                    return
+        if now >= self._deadline:
             self.abort("the time limit passed")
 
     def abort(self, why: str) -> None:
-        """End an armed window now; ask a recording one to end at the next step.
+        """End an armed window now; ask a recording one to end at the next step (a time window: now).
 
         torch.profiler must be stopped on the thread that started it: stopping it from the socket
-        thread crashed the process (SIGSEGV, torch 2.13 CPU). So a recording window whose steps
+        thread crashed the process (SIGSEGV, torch 2.13 CPU). So a recording step window whose steps
         stopped keeps recording until the next step boundary (or :meth:`stop_at_exit`).
         """
         with self._lock:
-            if self.status == "armed":
-                self.status, self.detail = "failed", f"no training step arrived before {why}; nothing recorded."
-            elif self.status == "recording" and not self._stop_reason:
+            if self.status is ProfileState.ARMED:
+                self.status = ProfileState.FAILED
+                self.detail = f"no training step arrived before {why}; nothing recorded."
+            elif self.status is ProfileState.RECORDING and self.timed:
+                self._time_stop.set()
+            elif self.status is ProfileState.RECORDING and not self._stop_reason:
                 self._stop_reason = why
                 self.detail = f"{why}; the window ends at the next training step."
 
     def stop_at_exit(self) -> None:
         """At interpreter exit: finish a recording window if this is the thread that started it."""
+        thread = self._time_thread
+        if self.timed and thread is not None and thread.is_alive():
+            self._time_stop.set()
+            thread.join(timeout=5.0)
         with self._lock:
-            if self.status == "recording" and threading.get_ident() == self._thread_id:
+            if self.status is ProfileState.RECORDING and not self.timed and threading.get_ident() == self._thread_id:
                 self._close(f"stopped early (the program exited) after {self.steps_done} of "
                             f"{self.steps_requested} steps.")
             elif self.busy:
                 self._fail("the program exited before the window ended; nothing written.")
+
+
+def _activities(tp: Any) -> list[Any]:
+    """CPU, plus CUDA once the program uses CUDA (asking Kineto to tear CUPTI down afterwards)."""
+    activities = [tp.ProfilerActivity.CPU]
+    torch = sys.modules["torch"]
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        activities.append(tp.ProfilerActivity.CUDA)
+        ask_cupti_teardown(torch)
+    return activities

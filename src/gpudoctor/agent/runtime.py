@@ -10,6 +10,7 @@ What it must not do: import gpudoctor's client side, rich/textual, or anything f
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import sys
 import threading
@@ -22,15 +23,25 @@ from gpudoctor.agent import hooks
 from gpudoctor.agent.collectives import CollectiveTimer
 from gpudoctor.agent.paths import ensure_private_dir, socket_name
 from gpudoctor.agent.profiling import MAX_STEPS, ProfileWindow
+from gpudoctor.agent.protocol import (
+    PROTOCOL_VERSION,
+    HelloReply,
+    ProfileState,
+    StatsReply,
+    StepSource,
+    StepStats,
+    to_wire,
+)
 from gpudoctor.agent.server import AgentServer
+from gpudoctor.agent.syncs import SAMPLE_EVERY, SyncCounter
 
-PROTOCOL_VERSION = 1
 STEP_HISTORY = 1024
 MEM_HISTORY = 256
 SAMPLE_EVERY_STEPS = 20
 AUTOCAST_SAMPLE_EVERY_STEPS = 50
 FAST_TICK_S = 0.005
 
+_STEP_FIELDS = frozenset(f.name for f in dataclasses.fields(StepStats))
 _lock = threading.Lock()
 _agent: Agent | None = None
 _detaching: Agent | None = None      # detached while a profile window records: ends on the next step
@@ -55,7 +66,7 @@ class Agent:
         self.steps_total = 0
         self.last_step_t = 0.0
         self.data_wait_acc_s = 0.0
-        self.step_source = "none"          # optimizer | explicit | none
+        self.step_source = StepSource.NONE
         self.settings_flags = -1            # bit 0 tf32 matmul, 1 tf32 cuDNN, 2 cudnn.benchmark; -1 unknown
         self.autocast_seen: dict[str, Any] = {}
         self.mem_step = array("q", bytes(8 * MEM_HISTORY))
@@ -65,14 +76,22 @@ class Agent:
         self.profile = ProfileWindow(directory)
         self.detaching = False
         self.collectives = CollectiveTimer()
+        self.syncs = SyncCounter()
         self.torch_hooks = hooks.TorchHooks(self)
         self.server = AgentServer(directory / socket_name(self.pid), self.handle, self.tick)
 
     # -- training thread (hot path) ----------------------------------------------------------
 
-    def on_step(self, explicit: bool) -> None:
-        if explicit:
-            self.step_source = "explicit"
+    def on_step(self, source: StepSource) -> None:
+        """A step boundary from ``source``; a weaker source than the one in use is ignored, a stronger
+        one takes over and starts the step history afresh (its steps are not the old source's)."""
+        if source is not self.step_source:
+            if source.strength < self.step_source.strength:
+                return
+            self.step_source = source
+            self.steps_recorded = 0
+            self.last_step_t = 0.0
+            self.syncs.reset()
         t = time.perf_counter()
         if self.last_step_t:
             i = self.steps_recorded % STEP_HISTORY
@@ -84,13 +103,15 @@ class Agent:
         self.data_wait_acc_s = 0.0
         self.steps_total += 1
         self.collectives.on_step()
+        if self.syncs.armed or self.steps_total % SAMPLE_EVERY == 3:
+            self.syncs.on_step(self.steps_total, allowed=not self.torch_hooks._compiled_graphs())
         if self.steps_total % SAMPLE_EVERY_STEPS == 1:
             self.torch_hooks.sample_settings_and_memory()
         if self.steps_total % AUTOCAST_SAMPLE_EVERY_STEPS == 1:
             self.torch_hooks.arm_autocast_probe()
         elif self.steps_total % AUTOCAST_SAMPLE_EVERY_STEPS == 2:
             self.torch_hooks.disarm_autocast_probe()
-        if self.profile.status in ("armed", "recording"):
+        if self.profile.status.busy:
             self.profile.on_step()
         if self.detaching and not self.profile.busy:
             _finish_detach(self)
@@ -100,40 +121,53 @@ class Agent:
     def tick(self) -> float | None:
         """Socket-thread housekeeping; returns the next tick delay (short while torch is importing)."""
         self.torch_hooks.install_when_loaded()
-        self.profile.tick()
+        self.profile.tick(self._typical_step_s())
         return FAST_TICK_S if self.torch_hooks.waiting_for_torch() else None
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "hello":
-            return {"ok": True, **self.hello()}
+            return to_wire(self.hello())
         if op == "stats":
             window_s = _number(request.get("window_s"), 10.0, 0.5, 3600.0)
-            return {"ok": True, **self.stats(window_s)}
+            return to_wire(self.stats(window_s))
         if op == "profile":
             steps = int(_number(request.get("steps"), 3, 1, MAX_STEPS))
             timeout_s = _number(request.get("timeout_s"), 120.0, 1.0, 3600.0)
             refusal = self.profile.request(steps, timeout_s)
             if refusal:
-                return {"ok": False, "error": refusal, **self.profile.snapshot()}
-            return {"ok": True, **self.profile.snapshot()}
+                return {**to_wire(self.profile.snapshot()), "ok": False, "error": refusal}
+            return to_wire(self.profile.snapshot())
         if op == "profile_status":
-            return {"ok": True, **self.profile.snapshot()}
+            return to_wire(self.profile.snapshot())
         if op == "detach":
             threading.Thread(target=detach, name="gpudoctor-agent-detach", daemon=True).start()
             return {"ok": True}
         return {"ok": False, "error": f"unknown request {str(op)[:40]!r}."}
 
-    def hello(self) -> dict[str, Any]:
+    def hello(self) -> HelloReply:
         torch = sys.modules.get("torch")
-        return {
-            "protocol": PROTOCOL_VERSION, "pid": self.pid, "python": sys.version.split()[0],
-            "torch": getattr(torch, "__version__", None) if torch else None,
-            "source": self.source, "step_source": self.step_source, "started_at": self.started_at,
-            "rank": _env_int("RANK"), "local_rank": _env_int("LOCAL_RANK"), "world_size": _env_int("WORLD_SIZE"),
-        }
+        return HelloReply(
+            protocol=PROTOCOL_VERSION, pid=self.pid, python=sys.version.split()[0],
+            torch=getattr(torch, "__version__", None) if torch else None,
+            source=self.source, step_source=self.step_source, started_at=self.started_at,
+            rank=_env_int("RANK"), local_rank=_env_int("LOCAL_RANK"), world_size=_env_int("WORLD_SIZE"))
 
-    def stats(self, window_s: float) -> dict[str, Any]:
+    def _typical_step_s(self) -> float | None:
+        """The 90th-percentile of the last steps (how long 'no step for a while' must be), or None."""
+        times = sorted(s[1] for s in self.step_history()[-16:])
+        return _quantile(times, 0.9) if times else None
+
+    def stats(self, window_s: float) -> StatsReply:
+        """The ``stats`` reply: step statistics over the last ``window_s`` seconds."""
+        values = self._stats_values(window_s)
+        extra = {k: values.pop(k) for k in ("recent_step_times_ms", "collective_timing", "collective_wait_ms_per_step",
+                                             "collective_wait_p50_ms", "collective_wait_steps") if k in values}
+        extra["recent_step_times_ms"] = tuple(extra.get("recent_step_times_ms", ()))
+        values["graph_break_reasons"] = tuple(tuple(r) for r in values.get("graph_break_reasons", ()))
+        return StatsReply(stats=StepStats(**{k: v for k, v in values.items() if k in _STEP_FIELDS}), **extra)
+
+    def _stats_values(self, window_s: float) -> dict[str, Any]:
         now = time.perf_counter()
         history = self.step_history()
         recent = [s for s in history if s[0] >= now - window_s]
@@ -164,6 +198,7 @@ class Agent:
                        loader_prefetch_factor=th.loader_prefetch_factor)
         out.update(self.torch_hooks.compile_counters())
         out.update(self.torch_hooks.cuda_memory())
+        out.update(self.syncs.stats())
         out["mem_allocated_trend_mib_per_100_steps"] = _trend_mib_per_100_steps(self.mem_history())
         return out
 
@@ -297,7 +332,7 @@ def mark_step() -> None:
     if agent is None or agent.pid != os.getpid():
         return
     try:
-        agent.on_step(explicit=True)
+        agent.on_step(StepSource.EXPLICIT)
     except Exception:
         pass
 
@@ -320,7 +355,8 @@ def detach() -> None:
         return
     try:
         agent.profile.abort("detach")
-        if agent.profile.status == "recording":
+        agent.syncs.reset()
+        if agent.profile.status is ProfileState.RECORDING and not agent.profile.timed:
             agent.detaching = True
             _detaching = agent
             agent.torch_hooks.uninstall(keep_step_hook=True)

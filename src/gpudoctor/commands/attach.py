@@ -3,7 +3,8 @@
 - ``--once``: one quick snapshot (two short evaluation windows, ~4 s) and a report. It uses an agent
   that already runs in the process (``gpudoctor run``) but injects none: injecting costs the target
   a start-up pause and step statistics need many steps anyway.
-- ``--duration S``: watch for S seconds (optionally profiling N steps through the agent), then report.
+- ``--duration S``: watch for S seconds (optionally profiling N steps through the agent), then report;
+  it returns within S + a few seconds whatever the target does (:func:`gpudoctor.live.watch.watch`).
 - neither, on a terminal: the Textual dashboard over the same :class:`LiveSession`; not on a
   terminal: the ``--once`` report.
 
@@ -29,6 +30,7 @@ from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.live.process import check_target, python_version
 from gpudoctor.live.report import build_report
 from gpudoctor.live.session import LiveSession
+from gpudoctor.live.watch import watch
 from gpudoctor.report.render import render
 
 ONCE_WINDOW_S = 1.5
@@ -127,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             session.wait_windows(2, ONCE_TIMEOUT_S)
         else:
             duration = args.duration if args.duration is not None else float("inf") if args.headless else 30.0
-            _watch(session, duration, args.profile)
+            watch(session, duration, args.profile, say=lambda text: print(f"gpudoctor: {text}", file=sys.stderr))
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -147,24 +149,6 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         return int(ExitCode.INTERRUPTED)
     return exit_status(report, threshold)
-
-
-def _watch(session: LiveSession, duration_s: float, profile_steps: int) -> None:
-    deadline = time.monotonic() + duration_s
-    if profile_steps:
-        # The agent connects in the background; give it a moment before asking.
-        session.wait_until(lambda s: session.agents_settled(), min(15.0, duration_s))
-        message = session.profile(profile_steps)
-        print(f"gpudoctor: {message}", file=sys.stderr)
-    while time.monotonic() < deadline and session.target_alive:
-        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-    if profile_steps:  # let a profile that is nearly done finish and be analysed
-        session.wait_until(lambda s: _profile_over(s.agent.profile_status) and (
-            s.rank_profile_status is None or s.rank_profile_status.startswith(("analysed", "failed"))), 30.0)
-
-
-def _profile_over(label: str | None) -> bool:
-    return label in (None, "done", "failed", "idle") or (label or "").startswith("failed")
 
 
 def _start_exporter(session: LiveSession, args: argparse.Namespace) -> Any:

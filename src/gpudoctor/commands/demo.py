@@ -83,6 +83,7 @@ def _diagnose(args: argparse.Namespace, child: subprocess.Popen[bytes], log_path
     from gpudoctor.commands.run import find_agent_pid
     from gpudoctor.live.report import build_report
     from gpudoctor.live.session import LiveSession
+    from gpudoctor.live.watch import watch
     from gpudoctor.report import render
 
     pid = find_agent_pid(child.pid, AGENT_WAIT_S, child)
@@ -104,9 +105,7 @@ def _diagnose(args: argparse.Namespace, child: subprocess.Popen[bytes], log_path
         session.wait_until(lambda s: s.steps is not None and s.steps.steps_total > 0, AGENT_WAIT_S)
         print(f"gpudoctor demo: watching pid {pid} for {args.duration:.0f} s (no terminal: printing a report).",
               file=sys.stderr)
-        deadline = time.monotonic() + args.duration
-        while time.monotonic() < deadline and child.poll() is None:
-            time.sleep(0.2)
+        watch(session, args.duration, keep_going=lambda: child.poll() is None)
         snapshot = session.snapshot()
         windows = session.windows
     finally:

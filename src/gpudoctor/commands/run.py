@@ -183,6 +183,7 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
     """Watch the command with the live session; returns (report or None, interrupted)."""
     from gpudoctor.live.report import build_report
     from gpudoctor.live.session import LiveSession
+    from gpudoctor.live.watch import watch
 
     pid = find_agent_pid(child.pid, AGENT_WAIT_S, child)
     if pid is None:
@@ -202,14 +203,9 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
     interrupted = False
     session.start()
     try:
-        deadline = time.monotonic() + (args.duration if args.duration is not None else float("inf"))
-        if args.profile:
-            session.wait_until(lambda s: s.agent.status == "connected", 15.0)
-            print(f"gpudoctor: {session.profile(args.profile)}", file=sys.stderr)
-        while time.monotonic() < deadline and child.poll() is None and session.target_alive:
-            time.sleep(0.2)
-        if args.profile:   # give a finished window's analysis a moment to land in the snapshot
-            session.wait_until(lambda s: s.agent.profile_status in (None, "done", "failed"), 5.0)
+        watch(session, args.duration if args.duration is not None else float("inf"), args.profile,
+              keep_going=lambda: child.poll() is None,
+              say=lambda text: print(f"gpudoctor: {text}", file=sys.stderr))
     except KeyboardInterrupt:
         interrupted = True
         _forward(child, signal.SIGINT)

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from gpudoctor.agent.protocol import AgentStatus, ProfileState
 from gpudoctor.live.samples import AgentState, StepStats
 
 log = logging.getLogger("gpudoctor.live.agentlink")
@@ -37,23 +38,25 @@ class AgentLink:
         self._lock = threading.Lock()
         self._client: Any = None
         self._injected = False
-        self._state = AgentState(status="injecting" if mode == "inject" else "unavailable",
+        self._state = AgentState(status=AgentStatus.INJECTING if mode == "inject" else AgentStatus.UNAVAILABLE,
                                  detail="connecting to the agent…")
         self.steps: StepStats | None = None
         self.last_stats_reply: dict[str, Any] | None = None  # raw reply: recent_step_times_ms, steps_total
         self._profile_label: str | None = None
+        self._profile_state: ProfileState | None = None
+        self._profile_detail = ""
         self._trace_path: str | None = None
         self._trace_taken = True
         self._module: Any = None
         self._reconnects = 0
         if mode == "off":
-            self._state = AgentState(status="unavailable",
+            self._state = AgentState(status=AgentStatus.UNAVAILABLE,
                                      detail="the agent is off (--no-agent): no step timings or CUDA memory stats.")
 
     def disable(self, detail: str) -> None:
         """Use no agent in this process (e.g. a launcher whose ranks hold the agents); ``detail`` says why."""
         self.mode, self._want_inject = "off", False
-        self._set(AgentState(status="unavailable", detail=detail))
+        self._set(AgentState(status=AgentStatus.UNAVAILABLE, detail=detail))
 
     def connect(self) -> None:
         """Find a running agent, else inject one (when allowed). Sets the state either way."""
@@ -62,31 +65,31 @@ class AgentLink:
         try:
             from gpudoctor.agent import client as agent_client  # type: ignore[attr-defined,unused-ignore]
         except ImportError:
-            self._set(AgentState(status="unavailable",
+            self._set(AgentState(status=AgentStatus.UNAVAILABLE,
                                  detail="the agent client is not part of this gpudoctor build; step facts are skipped."))
             return
         try:
             client = agent_client.find_agent(self.pid)
             if client is None and self._want_inject:
-                self._set(AgentState(status="injecting", detail="injecting the agent…"))
+                self._set(AgentState(status=AgentStatus.INJECTING, detail="injecting the agent…"))
                 self.injecting_since = time.time()
                 result = agent_client.inject(self.pid)
                 self.ready_at = time.time()
                 if not result.ok:
-                    self._set(AgentState(status="unavailable", detail=result.reason or "injection failed."))
+                    self._set(AgentState(status=AgentStatus.UNAVAILABLE, detail=result.reason or "injection failed."))
                     return
                 client, self._injected = result.client, result.method != "already-running"
             elif client is None:
-                self._set(AgentState(status="unavailable", detail="no gpudoctor agent runs in the process and "
+                self._set(AgentState(status=AgentStatus.UNAVAILABLE, detail="no gpudoctor agent runs in the process and "
                                      "--once does not inject one: use --duration for step timings."))
                 return
         except Exception as exc:  # the agent is optional: one sentence, carry on
-            self._set(AgentState(status="unavailable", detail=f"the agent could not be reached: {exc}"))
+            self._set(AgentState(status=AgentStatus.UNAVAILABLE, detail=f"the agent could not be reached: {exc}"))
             return
         self._module = agent_client
         with self._lock:
             self._client = client
-        self._refresh_state("connected", "")
+        self._refresh_state(AgentStatus.CONNECTED, "")
         self.poll()
 
     def _reconnect(self) -> None:
@@ -101,12 +104,12 @@ class AgentLink:
         if client is not None:
             with self._lock:
                 self._client = client
-            self._refresh_state("connected", "")
+            self._refresh_state(AgentStatus.CONNECTED, "")
 
     @property
     def settled(self) -> bool:
         """True once connecting/injecting is over (whatever the outcome)."""
-        return self.mode == "off" or self._state.status != "injecting"
+        return self.mode == "off" or self._state.status is not AgentStatus.INJECTING
 
     def disturbs(self, window_start: float) -> bool:
         """True when a stack window starting at ``window_start`` overlapped the agent's start-up."""
@@ -118,49 +121,56 @@ class AgentLink:
         with self._lock:
             self._state = state
 
-    def _refresh_state(self, status: str, detail: str) -> None:
+    def _refresh_state(self, status: AgentStatus, detail: str) -> None:
         with self._lock:
             client = self._client
         socket_path = str(getattr(client, "socket_path", "")) or None if client else None
         self._set(AgentState(status=status, detail=detail, socket_path=socket_path,
-                             profile_status=self._profile_label, profile_trace_path=self._trace_path))
+                             profile_status=self._profile_label, profile_trace_path=self._trace_path,
+                             profile_state=self._profile_state, profile_detail=self._profile_detail))
 
     def poll(self) -> None:
         """Fetch step statistics and profile progress (bounded by the client's socket timeout)."""
         with self._lock:
             client = self._client
         if client is None:
-            if self._state.status == "lost":
+            if self._state.status is AgentStatus.LOST:
                 self._reconnect()
             return
         try:
             self.steps = client.stats(window_s=10.0)
             self.last_stats_reply = getattr(client, "last_stats_reply", None)
-            if self._profile_label is not None and not self._profile_label.startswith(("done", "failed", "analysing")):
+            if self._profile_state is not None and self._profile_state.busy:
                 status = client.profile_status()
-                self._profile_label = status.label()
-                if status.status == "done" and status.trace_path:
+                self._profile_label, self._profile_state = status.label(), status.status
+                self._profile_detail = status.detail
+                if status.status is ProfileState.DONE and status.trace_path:
                     # "done" only once the session has analysed the trace (mark_analysed).
-                    self._profile_label = "analysing"
+                    self._profile_label, self._profile_state = "analysing", ProfileState.ANALYSING
                     if status.trace_path != self._trace_path:
                         self._trace_path, self._trace_taken = status.trace_path, False
-            self._refresh_state("connected", "")
+                elif status.status is ProfileState.DONE:
+                    self._profile_state = ProfileState.FAILED
+                    self._profile_label = "failed"
+            self._refresh_state(AgentStatus.CONNECTED, "")
         except Exception as exc:
             with self._lock:
                 self._client = None
-            self._set(AgentState(status="lost", detail=f"lost the agent: {exc}"))
+            self._set(AgentState(status=AgentStatus.LOST, detail=f"lost the agent: {exc}",
+                                 profile_status=self._profile_label, profile_state=self._profile_state))
 
-    def request_profile(self, steps: int) -> str:
+    def request_profile(self, steps: int, timeout_s: float = 120.0) -> str:
+        """Ask for a window of ``steps`` steps that the agent ends after ``timeout_s`` at the latest."""
         with self._lock:
             client = self._client
         if client is None:
             return f"cannot profile: {self._state.detail}"
         try:
-            status = client.profile(steps=steps)
+            status = client.profile(steps=steps, timeout_s=max(1.0, timeout_s))
         except Exception as exc:
             return f"profile refused: {exc}"
-        self._profile_label = status.label()
-        self._refresh_state("connected", "")
+        self._profile_label, self._profile_state, self._profile_detail = status.label(), status.status, status.detail
+        self._refresh_state(AgentStatus.CONNECTED, "")
         return f"profiling {steps} steps: {self._profile_label}"
 
     def take_finished_trace(self) -> str | None:
@@ -171,9 +181,9 @@ class AgentLink:
         return None
 
     def mark_analysed(self) -> None:
-        self._profile_label = "done"
+        self._profile_label, self._profile_state = "done", ProfileState.DONE
         with self._lock:
-            status = "connected" if self._client is not None else self._state.status
+            status = AgentStatus.CONNECTED if self._client is not None else self._state.status
             detail = self._state.detail
         self._refresh_state(status, detail)
 
@@ -192,4 +202,6 @@ class AgentLink:
             client.close()
         except Exception as exc:
             log.info("agent detach: %s", exc)
-        self._set(AgentState(status="detached", detail="detached; the process keeps running."))
+        self._set(AgentState(status=AgentStatus.DETACHED, detail="detached; the process keeps running.",
+                             profile_status=self._profile_label, profile_state=self._profile_state,
+                             profile_detail=self._profile_detail, profile_trace_path=self._trace_path))

@@ -152,8 +152,10 @@ def step_values(steps: StepStats) -> dict[str, Any]:
                      "unique_graphs", "autocast_enabled", "autocast_dtype", "tf32_matmul", "tf32_cudnn",
                      "cudnn_benchmark", "cuda_mem_allocated_mib", "cuda_mem_reserved_mib", "cuda_mem_peak_mib",
                      "cuda_mem_total_mib", "cuda_alloc_retries", "cuda_ooms",
-                     "mem_allocated_trend_mib_per_100_steps", "host_syncs_per_step")
+                     "mem_allocated_trend_mib_per_100_steps", "host_syncs_per_step", "host_sync_ms_per_step",
+                     "h2d_mib_per_step", "h2d_pinned_pct")
     }
+    values["step_source"] = str(steps.step_source)
     values["graph_break_reasons"] = [f"{reason} ({count}×)" for reason, count in steps.graph_break_reasons[:5]]
     values["graph_break_top_reason"] = steps.graph_break_reasons[0][0] if steps.graph_break_reasons else None
     values["cuda_in_use"] = bool(steps.cuda_mem_total_mib)

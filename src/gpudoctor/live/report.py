@@ -53,7 +53,8 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
         s = snap.steps
         row = {"steps_total": s.steps_total, "steps_per_s": _r(s.steps_per_s, 2),
                "step_time_p50_ms": _r(s.step_time_p50_ms), "step_time_p90_ms": _r(s.step_time_p90_ms),
-               "data_wait_pct": _r(s.data_wait_pct), "graph_breaks": s.graph_breaks, "recompiles": s.recompiles}
+               "data_wait_pct": _r(s.data_wait_pct), "host_syncs_per_step": _r(s.host_syncs_per_step),
+               "graph_breaks": s.graph_breaks, "recompiles": s.recompiles, "step_source": str(s.step_source)}
         tables.append(MetricTable("Training steps (agent)", list(row), [row], key="steps"))
     if snap.rank_table:  # several local ranks: the per-rank numbers behind GD601/GD610/GD613
         cols = ["rank", "pid", "steps_total", "since_last_step_s", "step_time_ms", "data_wait_pct",
@@ -87,7 +88,7 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
     }
     return Report(command="attach", inputs=[f"pid {snap.target_pid}"], findings=list(snap.findings),
                   not_evaluated=list(snap.not_evaluated), tables=tables, notes=notes, data=data,
-                  elapsed_s=elapsed_s)
+                  elapsed_s=elapsed_s, bottlenecks=[snap.bottleneck] if snap.bottleneck is not None else [])
 
 
 def _process_dict(snap: Snapshot) -> dict[str, Any] | None:

@@ -1,8 +1,8 @@
 """The frozen samples that live collectors return and live views show.
 
 This is the contract between the collectors (``nvml``, ``process``, ``shm``, ``stacks``, the agent
-client), the session that merges them, and the views (headless report, dashboard). Every field name
-carries its unit; a field the hardware, driver or permissions do not give is ``None``.
+client — whose :class:`StepStats` is declared with the wire format in ``gpudoctor.agent.protocol``),
+the session that merges them, and the views (headless report, dashboard). Every field name carries its unit; a field the hardware, driver or permissions do not give is ``None``.
 
 No heavy imports here: the dashboard, the headless report and the tests all import this module.
 """
@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpudoctor.agent.protocol import AgentStatus, ProfileState, StepStats
+from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.model import Finding, NotEvaluated
+
+__all__ = ["AgentState", "AgentStatus", "GpuSample", "ProcessSample", "ProfileState", "ShmSample", "Snapshot",
+           "StackSample", "StepStats", "WorkerSample"]
 
 
 @dataclass(frozen=True)
@@ -110,49 +115,21 @@ class StackSample:
 
 
 @dataclass(frozen=True)
-class StepStats:
-    """What the in-process agent measured over its last window of steps."""
-
-    timestamp: float
-    steps_total: int
-    window_steps: int
-    step_time_p50_ms: float | None = None
-    step_time_p90_ms: float | None = None
-    steps_per_s: float | None = None
-    data_wait_pct: float | None = None
-    data_wait_p50_ms: float | None = None
-    h2d_ms_per_step: float | None = None
-    graph_breaks: int | None = None
-    graph_break_reasons: tuple[tuple[str, int], ...] = ()  # (reason with user file:line, count)
-    recompiles: int | None = None
-    unique_graphs: int | None = None
-    autocast_enabled: bool | None = None
-    autocast_dtype: str | None = None
-    tf32_matmul: bool | None = None
-    tf32_cudnn: bool | None = None
-    cudnn_benchmark: bool | None = None
-    cuda_mem_allocated_mib: float | None = None
-    cuda_mem_reserved_mib: float | None = None
-    cuda_mem_peak_mib: float | None = None
-    cuda_mem_total_mib: float | None = None
-    cuda_alloc_retries: int | None = None
-    cuda_ooms: int | None = None
-    mem_allocated_trend_mib_per_100_steps: float | None = None
-    host_syncs_per_step: float | None = None
-    loader_batch_mib: float | None = None            # one batch as the DataLoader returns it
-    loader_workers: int | None = None
-    loader_prefetch_factor: int | None = None        # batches each worker keeps ready
-
-
-@dataclass(frozen=True)
 class AgentState:
     """Whether the in-process agent is there, and why not if it is not."""
 
-    status: str                                     # connected | injecting | unavailable | lost | detached
+    status: AgentStatus
     detail: str = ""                                # one sentence: why unavailable / what to do
     socket_path: str | None = None
-    profile_status: str | None = None               # idle | armed | recording N/M | analysing | done | failed
+    profile_status: str | None = None               # label for views: idle | armed | recording 2/3 | analysing …
     profile_trace_path: str | None = None
+    profile_state: ProfileState | None = None       # what code compares (None: no window asked for)
+    profile_detail: str = ""                        # the agent's sentence: stopped early, time window instead …
+
+    def __post_init__(self) -> None:  # recorded samples and older callers pass the plain text
+        object.__setattr__(self, "status", AgentStatus(self.status))
+        if self.profile_state is not None:
+            object.__setattr__(self, "profile_state", ProfileState(self.profile_state))
 
 
 @dataclass(frozen=True)
@@ -176,3 +153,4 @@ class Snapshot:
     step_samples_ms: tuple[float, ...] = ()          # raw step times seen while attached (agent), oldest first
     rank_profile_status: str | None = None           # all-ranks profile window: "rank 0: done, rank 1: …"
     rank_profile: tuple[dict, ...] = ()              # per-rank overlap/communication rows of its analysis
+    bottleneck: Bottleneck | None = None             # what bounds the step (profile window's trace, else live)

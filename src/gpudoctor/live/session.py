@@ -23,10 +23,13 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.catalog import Catalog
 from gpudoctor.catalog.engine import evaluate
+from gpudoctor.catalog.merge import merge_findings
 from gpudoctor.live import stacks as stacks_mod
 from gpudoctor.live.agentlink import AgentLink
+from gpudoctor.live.bottleneck import live_bottleneck
 from gpudoctor.live.facts import build_factsets
 from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
@@ -49,6 +52,8 @@ from gpudoctor.model import Finding, NotEvaluated, Source
 log = logging.getLogger("gpudoctor.live.session")
 
 SHM_INTERVAL_S = 5.0
+#: How long :meth:`LiveSession.close` waits for its threads, all together.
+CLOSE_JOIN_S = 3.0
 #: A stack window in which the training thread ran our agent's code more than this share is skipped.
 AGENT_BUSY_PCT = 20.0
 #: Raw step times kept for the report (``steps.step_ms``, what ``compare`` bootstraps); the newest win.
@@ -95,6 +100,8 @@ class LiveSession:
         self._findings: list[Finding] = []
         self._not_evaluated: list[NotEvaluated] = []
         self._profile_findings: list[Finding] = []
+        self._profile_bottleneck: Bottleneck | None = None  # from the last profile window's trace
+        self._live_bottleneck: Bottleneck | None = None     # from the agent's timings and NVML
         self._windows = 0
         self._stack_windows = 0
         self._exited_at: float | None = None
@@ -127,12 +134,16 @@ class LiveSession:
         return self
 
     def close(self) -> None:
-        """Stop every thread, detach the agent we injected, leave the target running."""
+        """Stop every thread, detach the agent we injected, leave the target running.
+
+        Bounded: the threads get CLOSE_JOIN_S together (a trace analysis in flight is abandoned: it
+        runs in a child process that its own time limit ends), then the agent is detached."""
         self._stop.set()
         with self._new_window:
             self._new_window.notify_all()
+        deadline = time.monotonic() + CLOSE_JOIN_S
         for thread in self._threads:
-            thread.join(timeout=5)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self._agent.close()
         if self._ranks is not None:
             self._ranks.close()
@@ -244,6 +255,9 @@ class LiveSession:
         while not self._stop.wait(1.0):
             self._agent.poll()
             self._keep_step_samples()
+            detail = self._agent.state().profile_detail
+            if detail:
+                self._note("profile-window", f"profile window: {detail}")
             self._merge_profile_findings()
 
     def _keep_step_samples(self) -> None:
@@ -256,8 +270,8 @@ class LiveSession:
         total, recent = reply.get("steps_total"), reply.get("recent_step_times_ms")
         if not isinstance(total, int) or not isinstance(recent, list):
             return
-        label = self._agent.state().profile_status
-        busy = label is not None and label not in ("idle", "done") and not label.startswith("failed")
+        state = self._agent.state().profile_state
+        busy = state is not None and not state.over
         previous, self._samples_total = self._samples_total, total
         skip = busy or self._profile_was_busy
         self._profile_was_busy = busy
@@ -305,7 +319,9 @@ class LiveSession:
         result = evaluate(self.catalog, factsets, [Source.LIVE], self.options)
         for error in result.errors:
             log.warning("%s", error)
+        job = next((fs.values for fs in factsets if fs.scope == "job"), {})
         with self._lock:
+            self._live_bottleneck = live_bottleneck(job)
             self._findings = self._hysteresis.update(result.findings, now)
             self._not_evaluated = result.not_evaluated
             self._windows += 1
@@ -314,12 +330,13 @@ class LiveSession:
                 self.first_finding_at.setdefault(f.code, now - self.started_at)
 
     # ---- profile ---------------------------------------------------------------------------
-    def profile(self, steps: int) -> str:
+    def profile(self, steps: int, timeout_s: float = 120.0) -> str:
         """Ask for a ``steps``-step torch.profiler window — on every rank at once when the job has
-        several — and return one status sentence."""
+        several — and return one status sentence. The agent ends the window after ``timeout_s``
+        (and falls back to a time window when no step boundary comes)."""
         if self._rank_profile is not None:
             return self._rank_profile.request(steps)
-        return self._agent.request_profile(steps)
+        return self._agent.request_profile(steps, timeout_s)
 
     def agents_settled(self) -> bool:
         """True once the target's agent, and every rank's, is connected or known to be unavailable."""
@@ -345,10 +362,12 @@ class LiveSession:
         trace = self._agent.take_finished_trace()
         if trace is None:
             return
-        findings, note = analyze_trace(trace, self.catalog, self.options)
+        findings, note, report = analyze_trace_set([trace], self.catalog, self.options)
         self._agent.mark_analysed()
         with self._lock:
             self._profile_findings = findings
+            if report is not None and report.bottleneck is not None:
+                self._profile_bottleneck = report.bottleneck
             if note:
                 self._notes["profile"] = note
 
@@ -364,7 +383,8 @@ class LiveSession:
             timestamp=time.time(), started_at=self.started_at, target_pid=self.pid,
             process=self._process, gpus=latest_gpus, shm=self._shm, stacks=self._stacks,
             steps=self._agent.steps, agent=self._agent.state(),
-            findings=tuple([*self._findings, *self._profile_findings]),
+            findings=tuple(merge_findings([*self._findings, *self._profile_findings])),
+            bottleneck=self._profile_bottleneck or self._live_bottleneck,
             not_evaluated=tuple(self._not_evaluated), notes=tuple(self._notes.values()),
             ranks=self._ranks.pids if self._ranks is not None else (),
             rank_table=self._ranks.table if self._ranks is not None else (),

@@ -23,6 +23,7 @@ What it must not do: read files, know rule thresholds, or render anything.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,7 +61,17 @@ def _gpu_class(t: EventTable, i: int) -> str:
 
 
 def _clip(intervals: Sequence[Interval], lo: float, hi: float) -> list[Interval]:
-    return [(max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi]
+    """``intervals`` (merged and sorted, so their ends ascend) clipped to [lo, hi]: bisect, then the few inside."""
+    out: list[Interval] = []
+    for k in range(bisect.bisect_right(intervals, lo, key=_END), len(intervals)):
+        a, b = intervals[k]
+        if a >= hi:
+            break
+        out.append((max(a, lo), min(b, hi)))
+    return out
+
+
+_END = operator.itemgetter(1)
 
 
 def _subtract(base: Sequence[Interval], cut: Sequence[Interval]) -> list[Interval]:

@@ -24,14 +24,28 @@ from gpudoctor.trace.timeline import hta_device_events, merge
 _TYPES = (kn.COMPUTATION, kn.COMMUNICATION, kn.MEMORY)
 
 
-def kernel_type_time_us(t: EventTable) -> dict[frozenset[str], float]:
-    """Busy GPU time split by which kernel types run at once (HTA's exclusive categories), in µs."""
+def hta_type_spans(t: EventTable) -> dict[str, list[tuple[float, float]]]:
+    """Merged intervals of HTA's selected device events per HTA kernel type (computed once per table)."""
+    cached = t.cache.get("hta_type_spans")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
     sel = hta_device_events(t)
     names, name = t.names, t.name
+    type_of = {nid: kn.hta_kernel_type(names[nid]) for nid in {name[i] for i in sel.index}}
+    grouped: dict[str, list[tuple[float, float]]] = {}
+    for i, s, e in zip(sel.index, sel.start, sel.end):
+        grouped.setdefault(type_of[name[i]], []).append((s, e))
+    out = {kind: merge(spans) for kind, spans in grouped.items()}
+    t.cache["hta_type_spans"] = out
+    return out
+
+
+def kernel_type_time_us(t: EventTable) -> dict[frozenset[str], float]:
+    """Busy GPU time split by which kernel types run at once (HTA's exclusive categories), in µs."""
+    by_type = hta_type_spans(t)
     edges: list[tuple[float, int]] = []
     for bit, kind in enumerate(_TYPES):
-        spans = merge((s, e) for i, s, e in zip(sel.index, sel.start, sel.end)
-                      if kn.hta_kernel_type(names[name[i]]) == kind)
+        spans = by_type.get(kind, [])
         for s, e in spans:
             edges.append((s, 1 << bit))
             edges.append((e, -(1 << bit)))

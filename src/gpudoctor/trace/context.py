@@ -10,6 +10,7 @@ What it must not do: compute metrics itself.
 from __future__ import annotations
 
 import bisect
+from itertools import compress
 from typing import Any
 
 from gpudoctor.trace.events import (
@@ -23,6 +24,8 @@ from gpudoctor.trace.events import (
 )
 
 HOST_KINDS = (K_CPU_OP, K_ANNOTATION, K_OTHER)
+_DEVICE_MASK = bytes(1 if K_KERNEL <= k <= K_MEMSET else 0 for k in range(256))
+_RUNTIME_MASK = bytes(1 if k == K_RUNTIME else 0 for k in range(256))
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
                "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize")
@@ -59,13 +62,14 @@ class Context:
         aten = {i for i, n in enumerate(names) if n.startswith("aten::")}
         syncs = {i for i, n in enumerate(names) if n in SYNC_CALLS}
         kind, name, corr, stream, thread = t.kind, t.name, t.correlation, t.stream, t.thread
-        # K_KERNEL, K_MEMCPY and K_MEMSET are 4, 5 and 6.
-        self.device = [i for i, k in enumerate(kind) if K_KERNEL <= k <= K_MEMSET]
-        runtime = [i for i, k in enumerate(kind) if k == K_RUNTIME]
+        # Index lists by kind through C-level byte masks (bytes.translate + compress), not a Python loop.
+        positions = range(len(kind))
+        self.device = list(compress(positions, kind.translate(_DEVICE_MASK)))
+        runtime = list(compress(positions, kind.translate(_RUNTIME_MASK)))
         self.launch_by_corr = {corr[i]: i for i in runtime if corr[i] >= 0}
         self.sync_calls = [i for i in runtime if name[i] in syncs]
         interesting = wanted | aten
-        for i in [i for i, nid in enumerate(name) if nid in interesting]:
+        for i in compress(positions, map(interesting.__contains__, name)):
             if stream[i] >= 0 or kind[i] not in HOST_KINDS:
                 continue
             nid = name[i]

@@ -165,6 +165,8 @@ class EventTable:
     memory_allocated: array = field(default_factory=lambda: array("d"))
     memory_reserved: array = field(default_factory=lambda: array("d"))
     ns_resolution: bool = False
+    #: Derived look-ups computed once per table by the analyses (e.g. HTA's device selection).
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.kind)

@@ -69,7 +69,11 @@ class GunzipStream:
                 continue
 
     def read(self, size: int = -1) -> bytes:
-        while not self._eof and (size < 0 or len(self._buffer) < size):
+        """Up to ``size`` bytes (all that is left when negative); b"" at the end."""
+        parts: list[bytes] = [bytes(self._buffer)] if self._buffer else []
+        have = len(self._buffer)
+        self._buffer = bytearray()
+        while not self._eof and (size < 0 or have < size):
             item = self._queue.get()
             if isinstance(item, BaseException):
                 self._eof = True
@@ -77,13 +81,12 @@ class GunzipStream:
             if item == _END:
                 self._eof = True
                 break
-            self._buffer += item
-        if size < 0 or size >= len(self._buffer):
-            out = bytes(self._buffer)
-            self._buffer.clear()
-            return out
-        out = bytes(self._buffer[:size])
-        del self._buffer[:size]
+            parts.append(item)
+            have += len(item)
+        out = b"".join(parts)
+        if 0 <= size < len(out):
+            self._buffer = bytearray(out[size:])
+            out = out[:size]
         return out
 
     def close(self) -> None:

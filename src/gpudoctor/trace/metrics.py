@@ -22,6 +22,7 @@ from typing import Any
 from gpudoctor.model import FactValue
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.bottleneck import bottleneck_metrics
+from gpudoctor.trace.comm import hta_type_spans
 from gpudoctor.trace.context import HOST_KINDS, Context, pct, rounded
 from gpudoctor.trace.fusion import fusion_metrics
 from gpudoctor.trace.reader import (
@@ -96,16 +97,15 @@ def _temporal(t: EventTable) -> dict[str, FactValue]:
     sel = hta_device_events(t)
     if not sel.index:
         return {}
-    names, name = t.names, t.name
     everything = merge(zip(sel.start, sel.end))
     kernel_time = everything[-1][1] - everything[0][0]
     if kernel_time <= 0:
         return {}
     busy = total(everything)
-    kinds = [kn.hta_kernel_type(names[name[i]]) for i in sel.index]
-    comp = merge((s, e) for k, s, e in zip(kinds, sel.start, sel.end) if k == kn.COMPUTATION)
-    comm = merge((s, e) for k, s, e in zip(kinds, sel.start, sel.end) if k == kn.COMMUNICATION)
-    mem = merge((s, e) for k, s, e in zip(kinds, sel.start, sel.end) if k == kn.MEMORY)
+    by_type = hta_type_spans(t)
+    comp = by_type.get(kn.COMPUTATION, [])
+    comm = by_type.get(kn.COMMUNICATION, [])
+    mem = by_type.get(kn.MEMORY, [])
     compute_time = total(comp)
     idle = kernel_time - busy
     out: dict[str, FactValue] = {

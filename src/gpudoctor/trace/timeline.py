@@ -14,6 +14,8 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, compress
+from operator import gt
 
 from gpudoctor.trace.reader import K_PYTHON, EventTable
 
@@ -25,29 +27,27 @@ Interval = tuple[float, float]
 
 
 def merge(intervals: Iterable[Interval]) -> list[Interval]:
-    """Union of intervals, as HTA's ``merge_kernel_intervals`` computes it (sorted by start)."""
-    out: list[Interval] = []
-    cur_start = cur_end = 0.0
-    cummax = -math.inf
-    started = False
-    for start, end in sorted(intervals):
-        if not started:
-            cur_start, cur_end, started = start, end, True
-        elif start > cummax:
-            out.append((cur_start, cur_end))
-            cur_start, cur_end = start, end
-        elif end > cur_end:
-            cur_end = end
-        if end > cummax:
-            cummax = end
-    if started:
-        out.append((cur_start, cur_end))
-    return out
+    """Union of intervals, as HTA's ``merge_kernel_intervals`` computes it (sorted by start).
+
+    An interval starts a new group when it starts after every earlier interval's end (the running
+    maximum); a group ends at the largest end in it. The running maximum and the group starts are
+    found with C-level ``accumulate``/``compress``; Python only runs once per group.
+    """
+    items = sorted(intervals)
+    n = len(items)
+    if n == 0:
+        return []
+    starts = [a for a, _ in items]
+    ends = [b for _, b in items]
+    running_max = list(accumulate(ends, max))
+    firsts = [0, *compress(range(1, n), map(gt, starts[1:], running_max))]
+    lasts = [*firsts[1:], n]
+    return [(starts[f], ends[f] if last - f == 1 else max(ends[f:last])) for f, last in zip(firsts, lasts)]
 
 
 def total(merged: Sequence[Interval]) -> float:
     """Summed length of merged intervals (HTA sums ``end - ts``, negatives included)."""
-    return sum(b - a for a, b in merged)
+    return sum([b - a for a, b in merged])
 
 
 def intersection_length(a: Sequence[Interval], b: Sequence[Interval]) -> float:
@@ -90,36 +90,45 @@ def hta_device_events(t: EventTable) -> DeviceSelection:
     only if its correlation id belongs to a host event that starts before the last ``ProfilerStep``
     starts; other events with a stream must start before it too. This applies only when at least
     two distinct ``ProfilerStep`` names exist. ns-resolution traces are rounded: start up, end down.
+    Computed once per table (the temporal breakdown and the kernel-type split both use it).
     """
+    cached = t.cache.get("hta_device_events")
+    if cached is None:
+        cached = t.cache["hta_device_events"] = _hta_device_events(t)
+    return cached  # type: ignore[no-any-return]
+
+
+def _hta_device_events(t: EventTable) -> DeviceSelection:
     names = t.names
     step_ids = {i for i, n in enumerate(names) if _PROFILER_STEP in n}
     sync_ids = {i for i, n in enumerate(names) if n in _SYNC_NAMES}
     kind, name, ts, dur = t.kind, t.name, t.ts, t.dur
     stream, corr = t.stream, t.correlation
+    n = len(kind)
     # Device candidates: HTA's "GPU kernels" (stream and correlation ≥ 0, or a sync by name) and
     # the other events that carry a stream.
-    device = [i for i, s in enumerate(stream) if s != -1]
+    device = list(compress(range(n), map((-1).__ne__, stream)))
     if sync_ids:
         device = sorted({*device, *(i for i, nid in enumerate(name) if nid in sync_ids)})
     is_gpu = {i for i in device if (stream[i] >= 0 and corr[i] >= 0) or name[i] in sync_ids}
     rounding = t.ns_resolution
     dropped = False
     if len(step_ids) >= 2:
-        step_starts = [ts[i] for i, nid in enumerate(name)
-                       if nid in step_ids and kind[i] != K_PYTHON and i not in is_gpu]
+        step_starts = [ts[i] for i in compress(range(n), map(step_ids.__contains__, name))
+                       if kind[i] != K_PYTHON and i not in is_gpu]
         last_start = max(step_starts)
         if rounding:
             last_start = math.ceil(last_start)
         # ceil(ts) < L  <=>  ts <= L - 1 for an integer L (rounding), else ts < L.
-        limit = last_start - 1 if rounding else last_start
-        if rounding:
-            allowed = {c for i, (c, start) in enumerate(zip(corr, ts)) if start <= limit and i not in is_gpu}
-            index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1
-                     and (corr[i] in allowed if i in is_gpu else ts[i] <= limit)]
-        else:
-            allowed = {c for i, (c, start) in enumerate(zip(corr, ts)) if start < limit and i not in is_gpu}
-            index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1
-                     and (corr[i] in allowed if i in is_gpu else ts[i] < limit)]
+        limit = float(last_start - 1 if rounding else last_start)
+        early = bytearray(map(limit.__ge__ if rounding else limit.__gt__, ts))  # 1: starts before the limit
+        for i in is_gpu:
+            early[i] = 0
+        allowed = set(compress(corr, early))
+        for i in is_gpu:
+            early[i] = 1 if (ts[i] <= limit if rounding else ts[i] < limit) else 0
+        index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1
+                 and (corr[i] in allowed if i in is_gpu else early[i])]
         dropped = True
     else:
         index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1]
