@@ -28,7 +28,7 @@ def hta_type_spans(t: EventTable) -> dict[str, list[tuple[float, float]]]:
     """Merged intervals of HTA's selected device events per HTA kernel type (computed once per table)."""
     cached = t.cache.get("hta_type_spans")
     if cached is not None:
-        return cached  # type: ignore[no-any-return]
+        return cached
     sel = hta_device_events(t)
     names, name = t.names, t.name
     type_of = {nid: kn.hta_kernel_type(names[nid]) for nid in {name[i] for i in sel.index}}

@@ -95,7 +95,7 @@ def hta_device_events(t: EventTable) -> DeviceSelection:
     cached = t.cache.get("hta_device_events")
     if cached is None:
         cached = t.cache["hta_device_events"] = _hta_device_events(t)
-    return cached  # type: ignore[no-any-return]
+    return cached
 
 
 def _hta_device_events(t: EventTable) -> DeviceSelection:
