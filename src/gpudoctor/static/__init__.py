@@ -10,14 +10,15 @@ Scopes a rule's ``[[when]]`` can use (facts in brackets; every Python site also 
 ``file_uses_cuda``, every site ``file_kind``):
 
 - ``python.dataloader`` [num_workers (-1 = not a literal), pin_memory, persistent_workers
-  ("true"/"false"/"unset"/"dynamic"), sampler_given]
+  ("true"/"false"/"unset"/"dynamic"), sampler_given, file_uses_ddp, file_has_distributed_sampler,
+  file_is_entry_point]
 - ``python.loop_call`` [kind: item/cpu/tolist/numpy/print/synchronize, call, periodic, in_step_function]
 - ``python.training_loop`` [has_autocast, in_step_function] · ``python.grad_accumulation`` [call]
 - ``python.host_tensor_copy`` [call, factory, periodic] · ``python.non_blocking`` [call]
 - ``python.compiled_forward`` [breaker, call, certain] · ``python.autocast_backward`` · ``python.fp16_autocast``
 - ``python.deprecated_amp`` [api, replacement] · ``python.optimizer`` [optimizer, foreach]
 - ``python.ddp`` [find_unused_parameters] · ``python.process_group`` [backend] · ``python.data_parallel``
-- ``python.whole_dataset_load`` [reader, call, file_uses_ddp] · ``python.checkpoint`` [use_reentrant]
+- ``python.whole_dataset_load`` [reader, call, file_uses_ddp, file_has_distributed_sampler, file_is_entry_point] · ``python.checkpoint`` [use_reentrant]
 - ``python.conv_layer`` [layer] · ``python.conv_bias_bn`` [layer, certain] · ``python.zero_grad`` ·
   ``python.anomaly_detection`` · ``python.torch_load`` [call]
 - ``docker.base_image`` [image, repo, tag, tag_state: digest/version/variable/floating/latest/none, gpu_image]
@@ -27,8 +28,9 @@ Scopes a rule's ``[[when]]`` can use (facts in brackets; every Python site also 
 - ``k8s.container`` [container, gpu_requests, gpu_limits] · ``launch.command`` [launcher, command]
 - ``file.error`` [reason, detail] · ``run`` [project_uses_cuda, project_uses_ddp,
   project_has_distributed_sampler, project_pins_memory, project_cudnn_benchmark, project_uses_no_sync,
-  project_has_grad_scaler, project_has_autocast, project_dataloader_workers, project_python_files]
+  project_has_grad_scaler, project_has_autocast, project_dataloader_workers, project_uses_compile,
+  project_python_files]
 - env ``machine`` [driver_version, driver_cuda(_version), torch_version, torch_cuda(_version), gpu_count,
-  nccl_version, shm_size_mib, cuda_visible_devices(_unmatched), ptrace_scope, cap_sys_ptrace,
+  cudnn_build, cudnn_runtime, cudnn_versions_differ, nccl_version, shm_size_mib, cuda_visible_devices(_unmatched), ptrace_scope, cap_sys_ptrace,
   ptrace_permitted, ptrace_reason, is_root]
 """
