@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Step parts, in the order the picture shows them.
-PARTS = ("gpu:gemm/conv", "gpu:fusible", "gpu:other", "gpu:communication", "gpu:memcpy",
+PARTS = ("gpu:busy", "gpu:gemm/conv", "gpu:fusible", "gpu:other", "gpu:communication", "gpu:memcpy",
          "idle:input wait", "idle:host sync", "idle:host/launch")
 
 #: Short labels for the picture's legend.
-LABELS = {"gpu:gemm/conv": "GEMM/conv", "gpu:fusible": "fusible", "gpu:other": "other GPU",
+LABELS = {"gpu:busy": "GPU busy", "gpu:gemm/conv": "GEMM/conv", "gpu:fusible": "fusible", "gpu:other": "other GPU",
           "gpu:communication": "comm", "gpu:memcpy": "memcpy", "idle:input wait": "input wait",
           "idle:host sync": "sync idle", "idle:host/launch": "host idle"}
 
@@ -57,7 +57,8 @@ def verdict_from_parts(parts: dict[str, float], step_ms: float, allocator_ms: fl
         "input": parts.get("idle:input wait", 0.0),
         "host-overhead": parts.get("idle:host sync", 0.0) + parts.get("idle:host/launch", 0.0),
         "communication": parts.get("gpu:communication", 0.0),
-        "gpu-compute": sum(parts.get(p, 0.0) for p in ("gpu:gemm/conv", "gpu:fusible", "gpu:other", "gpu:memcpy")),
+        "gpu-compute": sum(parts.get(p, 0.0) for p in ("gpu:busy", "gpu:gemm/conv", "gpu:fusible", "gpu:other",
+                                                       "gpu:memcpy")),
     }
     bound = max(groups, key=lambda k: groups[k])
     if allocator_ms >= 0.15 * step_ms and allocator_ms >= 0.5 * groups[bound]:
@@ -73,7 +74,7 @@ def _line(bound: str, share: float, groups: dict[str, float], parts: dict[str, f
     if bound == "gpu-compute":
         detail = ", ".join(f"{p[4:]} {100 * parts.get(p, 0.0) / step_ms:.0f}%" for p in
                            ("gpu:gemm/conv", "gpu:fusible", "gpu:other", "gpu:memcpy") if parts.get(p, 0.0) > 0.005 * step_ms)
-        return head + f"the GPU is busy {share:.0f}% of a {step_ms:.1f} ms step ({detail})"
+        return head + f"the GPU is busy {share:.0f}% of a {step_ms:.1f} ms step" + (f" ({detail})" if detail else "")
     if bound == "input":
         return head + f"the GPU waits for data {share:.0f}% of a {step_ms:.1f} ms step"
     if bound == "host-overhead":

@@ -18,6 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from gpudoctor.catalog import Catalog, evaluate, load_catalog
+from gpudoctor.catalog.throughput import ratios_for
+from gpudoctor.live.bottleneck import live_bottleneck
 from gpudoctor.live.samples import (
     AgentState,
     GpuSample,
@@ -78,10 +80,16 @@ def _live_facts(gpu: GpuSample, process: ProcessSample, shm: ShmSample, steps: S
 TRACE_FACTS = {
     "input_bound": {"idle_pct": 71.4, "compute_pct": 26.9, "non_compute_pct": 1.7, "dataloader_pct": 61.3,
                     "dataloader_ms_per_step": 66.4, "step_time_p50_ms": 108.3, "gemm_time_pct": 58.0,
-                    "gemm_fp32_simt_pct": 96.0, "gemm_tf32_pct": 0.0, "gemm_lowp_pct": 0.0},
+                    "gemm_fp32_simt_pct": 96.0, "gemm_tf32_pct": 0.0, "gemm_lowp_pct": 0.0,
+                    "step_time_ms": 108.3, "gpu_busy_ms_per_step": 31.0, "host_floor_ms": 104.0,
+                    "input_gpu_idle_ms_per_step": 64.0, "gemm_fp32_simt_ms_per_step": 17.2,
+                    "gemm_tf32_ms_per_step": 0.0, **ratios_for(9)},
     "fp32": {"idle_pct": 4.1, "compute_pct": 94.6, "non_compute_pct": 1.3, "dataloader_pct": 0.4,
              "dataloader_ms_per_step": 0.2, "step_time_p50_ms": 46.9, "gemm_time_pct": 71.0,
-             "gemm_fp32_simt_pct": 97.0, "gemm_tf32_pct": 0.0, "gemm_lowp_pct": 0.0},
+             "gemm_fp32_simt_pct": 97.0, "gemm_tf32_pct": 0.0, "gemm_lowp_pct": 0.0,
+             "step_time_ms": 46.9, "gpu_busy_ms_per_step": 45.0, "host_floor_ms": 12.0,
+             "input_gpu_idle_ms_per_step": 0.1, "gemm_fp32_simt_ms_per_step": 30.5, "gemm_tf32_ms_per_step": 0.0,
+             **ratios_for(9)},
 }
 
 
@@ -128,12 +136,14 @@ def session_snapshots(workload: str = "input_bound", seconds: int = 12, catalog:
         alive = alive_until is None or i < alive_until
         process = ProcessSample(t, PID, alive, cmd, "alice", "3.12.3", 99.6, 2210.0, 31, None, None, (), {})
         shm = ShmSample(t, total_mib=131072.0, free_mib=131072.0, target_segments_mib=0.0, target_segments=0)
-        findings, not_evaluated = judge(_live_facts(gpu, process, shm, steps), (Source.LIVE,), catalog)
+        live = _live_facts(gpu, process, shm, steps)
+        findings, not_evaluated = judge(live, (Source.LIVE,), catalog)
+        bottleneck = live_bottleneck(next(fs.values for fs in live if fs.scope == "job"))
         agent = AgentState("connected", socket_path=f"/tmp/gpudoctor-0/agent-{PID}.sock", profile_status="idle")
         if not alive:
             agent = AgentState("lost", "the target exited")
         out.append(Snapshot(t, STARTED_AT, PID, process, (gpu,), shm, stacks, steps, agent, findings,
-                            not_evaluated, notes=()))
+                            not_evaluated, notes=(), bottleneck=bottleneck))
     return out
 
 

@@ -182,7 +182,7 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
     for b in _shown_bottlenecks(report):
         console.print(Text("Bottleneck: ", style="bold") + Text(b.line))
         console.print(rich_bar(b, max(20, min(console.width, 100) - 2)))
-        console.print(_rich_legend(b))
+        console.print(rich_legend(b))
     console.print(_summary_sentence(report))
     console.print()
     for number, f in enumerate(report.findings, 1):
@@ -232,15 +232,16 @@ def rich_bar(bottleneck: Any, width: int) -> Any:
     return bar
 
 
-def _rich_legend(bottleneck: Any) -> Any:
+def rich_legend(bottleneck: Any) -> Any:
+    """The bar's legend as rich text: each part's fill in its colour, its ms per step and share."""
     from rich.text import Text
 
     out = Text()
-    for k, (fill, label, ms, pct) in enumerate(legend(bottleneck)):
-        name = next(n for n, (f, _) in STYLE.items() if f == fill)
+    for k, (name, label, ms, pct) in enumerate(legend(bottleneck)):
+        fill, style = STYLE[name]
         if k:
             out.append(" · ", style="dim")
-        out.append(fill, style=STYLE[name][1])
+        out.append(fill, style=style)
         out.append(f" {label} {ms:.1f} ms ({pct:.0f}%)")
     return out
 

@@ -13,7 +13,8 @@ from gpudoctor.bottleneck import LABELS, Bottleneck
 
 #: Fill character and rich style of each part (GPU work solid, idle time light).
 STYLE = {
-    "gpu:gemm/conv": ("█", "green"),
+    "gpu:busy": ("█", "green"),
+    "gpu:gemm/conv": ("█", "green4"),
     "gpu:fusible": ("▓", "bright_green"),
     "gpu:other": ("▒", "cyan"),
     "gpu:communication": ("≡", "magenta"),
@@ -44,10 +45,10 @@ def plain_bar(bottleneck: Bottleneck, width: int = 60) -> str:
 
 
 def legend(bottleneck: Bottleneck, min_pct: float = 0.5) -> list[tuple[str, str, float, float]]:
-    """``(fill, label, ms per step, % of step)`` for each part worth naming."""
-    return [(STYLE[name][0], LABELS[name], ms, pct) for name, ms, pct in bottleneck.parts if pct >= min_pct]
+    """``(part, label, ms per step, % of step)`` for each part worth naming."""
+    return [(name, LABELS[name], ms, pct) for name, ms, pct in bottleneck.parts if pct >= min_pct]
 
 
 def legend_text(bottleneck: Bottleneck) -> str:
     """``█ GEMM/conv 11.1 ms (51%) · ▓ fusible 5.2 ms (24%) …``."""
-    return " · ".join(f"{fill} {label} {ms:.1f} ms ({pct:.0f}%)" for fill, label, ms, pct in legend(bottleneck))
+    return " · ".join(f"{STYLE[name][0]} {label} {ms:.1f} ms ({pct:.0f}%)" for name, label, ms, pct in legend(bottleneck))

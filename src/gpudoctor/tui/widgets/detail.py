@@ -64,9 +64,15 @@ def finding_renderable(finding: Finding, sections: dict[str, str] | None) -> Gro
     head.append(f"{finding.code} {finding.name}", style="bold")
     head.append(f"\n{finding.title}", style="italic")
     parts: list[RenderableType] = [head, Text(finding.message)]
+    if finding.impact is not None:
+        parts.append(Text("Gain: ", style="bold cyan") + Text(finding.impact.describe(), style="bold")
+                     + Text(f"\n{finding.impact.basis}", style="dim"))
+    elif finding.impact_note:
+        parts.append(Text(f"Gain: no estimate — {finding.impact_note}", style="dim"))
     where = finding.location.describe()
+    sources = " + ".join(s.value for s in finding.sources)
     if where:
-        parts.append(Text(f"where: {where}  (from {finding.source.value})", style="dim"))
+        parts.append(Text(f"where: {where}  (from {sources})", style="dim"))
     if finding.evidence:
         parts += [Text(""), evidence_table(finding)]
     parts += [Text(""), Text("Fix (enter: full size)", style="bold"), *fix_renderables(finding.fix)]

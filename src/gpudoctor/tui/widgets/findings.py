@@ -1,4 +1,4 @@
-"""The findings list: most severe first, filterable, keeping the selection across refreshes.
+"""The findings list: largest estimated gain first, filterable, keeping the selection across refreshes.
 
 Why it exists: the list is where the ten-second answer is — which problems, how bad, where. It
 takes findings already judged by the rules engine; it never judges anything itself. Severity is
@@ -26,6 +26,11 @@ def matches(finding: Finding, query: str) -> bool:
     return all(word in haystack for word in query.lower().split())
 
 
+def gain_label(finding: Finding) -> str:
+    """``1.5×`` (the estimate's middle), or ``–`` when the finding has none."""
+    return f"{finding.impact.est_speedup:.2f}×" if finding.impact is not None else "–"
+
+
 class FindingsList(DataTable):
     """A row per finding; highlighting a row posts :class:`FindingsList.Chosen`."""
 
@@ -44,10 +49,11 @@ class FindingsList(DataTable):
         self._shown: list[Finding] = []
         self.query_text = ""
         self._filled = False
-        self._rows: list[tuple[Severity, str, str, str]] = []
+        self._rows: list[tuple[Severity, str, str, str, str]] = []
 
     def on_mount(self) -> None:
         self.add_column("sev", width=4, key="sev")
+        self.add_column("gain", width=6, key="gain")
         self.add_column("code", width=5, key="code")
         self.add_column("problem", key="problem")
         self.add_column("where", key="where")
@@ -74,7 +80,7 @@ class FindingsList(DataTable):
     def _refill(self) -> None:
         keep = self.current.key if self.current is not None else None
         shown = [f for f in self._all if not self.query_text or matches(f, self.query_text)]
-        rows = [(f.severity, f.code, f.name, f.location.describe()) for f in shown]
+        rows = [(f.severity, gain_label(f), f.code, f.name, f.location.describe()) for f in shown]
         if self._filled and rows == self._rows:
             # Same rows (numbers in messages may have moved): keep the table, refresh the detail only.
             changed = [f.to_dict() for f in shown] != [f.to_dict() for f in self._shown]
@@ -84,8 +90,9 @@ class FindingsList(DataTable):
             return
         self._filled, self._rows, self._shown = True, rows, shown
         self.clear()
-        for severity, code, name, where in rows:
-            self.add_row(Text(SEVERITY_LABEL[severity], style=SEVERITY_STYLE[severity]), code, name, where)
+        for severity, gain, code, name, where in rows:
+            self.add_row(Text(SEVERITY_LABEL[severity], style=SEVERITY_STYLE[severity]),
+                         Text(gain, style="bold" if gain != "–" else "dim"), code, name, where)
         row = next((i for i, f in enumerate(shown) if f.key == keep), 0)
         if shown:
             self.move_cursor(row=row)

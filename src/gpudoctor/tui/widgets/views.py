@@ -14,6 +14,7 @@ from gpudoctor.live.samples import Snapshot
 from gpudoctor.model import Finding
 from gpudoctor.report.model import Report
 from gpudoctor.tui.history import SnapshotHistory
+from gpudoctor.tui.widgets.bottleneck_panel import BottleneckPanel
 from gpudoctor.tui.widgets.detail import FindingDetail, SectionLookup
 from gpudoctor.tui.widgets.findings import FindingsList
 from gpudoctor.tui.widgets.gpu_panel import GpuPanel
@@ -48,6 +49,7 @@ class LiveView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield StatusHeader("waiting for the first sample…", id="header")
+        yield BottleneckPanel(id="bottleneck")
         gpus = GpuPanel(id="gpus")
         gpus.border_title = "GPU"
         yield gpus
@@ -68,6 +70,7 @@ class LiveView(Vertical):
              findings: list[Finding]) -> None:
         """Show one snapshot; ``findings`` are the ones to list (already filtered by rank)."""
         self.query_one(StatusHeader).show_snapshot(snapshot, rank)
+        self.query_one(BottleneckPanel).show(snapshot.bottleneck)
         self.query_one(GpuPanel).show(snapshot.gpus, history, snapshot.notes)
         self.query_one(StepPanel).show(snapshot.steps, snapshot.agent, history)
         self.query_one(ProcessPanel).show(snapshot.process, snapshot.shm)
@@ -93,11 +96,13 @@ class TraceView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield StatusHeader("", id="header")
+        yield BottleneckPanel(id="bottleneck")
         yield MetricGrid(id="breakdown")
         yield FindingsArea(self._lookup, id="findings-area")
 
     def show(self, report: Report) -> None:
         self.query_one(StatusHeader).show_report(report)
+        self.query_one(BottleneckPanel).show(report.bottleneck, "the traces have no ProfilerStep#N steps")
         grid = self.query_one("#breakdown", MetricGrid)
         grid.display = bool(report.tables)
         if report.tables:
