@@ -55,6 +55,7 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     fusible_kernels = autocast_kernels = 0
     by_fact: Counter[str] = Counter()
     sequences: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+    timeline: list[tuple[float, float, float, int]] = []  # (start, end, launch call end, step)
     for i in ctx.device:
         launch = ctx.launch_by_corr.get(t.correlation[i])
         if launch is None:
@@ -71,6 +72,7 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
             continue
         dur = t.dur[i]
         gpu_us += dur
+        timeline.append((t.ts[i], t.ts[i] + dur, t.ts[launch] + t.dur[launch], step))
         if t.kind[i] != K_KERNEL:
             continue
         sequences[step].append((t.ts[launch], nid))
@@ -101,7 +103,7 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     })
     for fact in sorted(set(_FACT_OF_CLASS.values())):
         out[fact] = round(by_fact[fact] / 1000.0 / n, 3)
-    out.update(_launch_gaps(t, ctx))
+    out.update(_launch_gaps(timeline, n))
     out.update(_sequence_facts(sequences))
     return out
 
@@ -175,18 +177,13 @@ class _CastParents:
         return k >= 0 and items[k][1] >= ts
 
 
-def _launch_gaps(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    """GPU idle inside steps while the host had not launched the next work yet (short gaps only)."""
-    per_step = [0.0] * ctx.n_steps
-    gaps = [0] * ctx.n_steps
-    events = []
-    for i in ctx.device:
-        launch = ctx.launch_by_corr.get(t.correlation[i])
-        if launch is None or kn.is_communication(t.names[t.name[i]]):
-            continue
-        step = ctx.step_of(t.ts[launch])
-        if step is not None:
-            events.append((t.ts[i], t.ts[i] + t.dur[i], t.ts[launch] + t.dur[launch], step))
+def _launch_gaps(events: list[tuple[float, float, float, int]], n: int) -> dict[str, FactValue]:
+    """GPU idle inside steps while the host had not launched the next work yet (short gaps only).
+
+    ``events``: the steps' non-communication GPU events as (start, end, end of the launch call, step).
+    """
+    per_step = [0.0] * n
+    gaps = [0] * n
     events.sort()
     busy_until: float | None = None
     for start, end, launched, step in events:
@@ -196,7 +193,6 @@ def _launch_gaps(t: EventTable, ctx: Context) -> dict[str, FactValue]:
                 per_step[step] += gap
                 gaps[step] += 1
         busy_until = end if busy_until is None else max(busy_until, end)
-    n = ctx.n_steps
     return {"launch_gap_ms_per_step": round(sum(per_step) / 1000.0 / n, 3),
             "launch_gaps_per_step": round(sum(gaps) / n, 1)}
 
