@@ -116,3 +116,12 @@ def test_autocast_cast_rule(trace_file: Callable[[str], Path]) -> None:
     assert "46 kernels" in finding.message
     assert finding.impact is not None and finding.impact.cost_ms_per_step == pytest.approx(0.16, abs=0.005)
     assert finding.severity.value == "info"  # costs under 2% of the step: never above info
+
+
+def test_compile_estimate_follows_its_options(trace_file: Callable[[str], Path]) -> None:
+    path = trace_file("h200/resnet_bf16.json.gz")
+    narrow = _findings(path, {"GD403": {"fusion_saving_low": 0.5, "fusion_saving_high": 0.5}})["GD403"].impact
+    wide = _findings(path)["GD403"].impact
+    assert narrow is not None and wide is not None
+    assert narrow.est_speedup_low == narrow.est_speedup_high
+    assert wide.est_speedup_low < narrow.est_speedup_low < wide.est_speedup_high
