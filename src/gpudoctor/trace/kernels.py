@@ -146,8 +146,3 @@ def fusion_class(name: str) -> str | None:
         if any(h in low for h in hints):
             return cls
     return None
-
-
-def is_dtype_cast(name: str) -> bool:
-    """Copy kernels that convert the dtype (autocast's fp32 → bf16/fp16 casts and their backward)."""
-    return fusion_class(name) == FUSE_CAST
