@@ -33,9 +33,10 @@ class Config:
     path: Path | None = None
 
 
-def load_config(explicit: Path | None = None, start: Path | None = None) -> Config:
+def load_config(explicit: Path | str | None = None, start: Path | None = None) -> Config:
     """Find and read the configuration. A malformed file is a :class:`UserError` (exit 2)."""
     if explicit is not None:
+        explicit = Path(explicit)
         return _read(explicit, required=True) or Config(path=explicit)
     here = (start or Path.cwd()).resolve()
     for directory in (here, *here.parents):

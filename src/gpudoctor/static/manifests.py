@@ -9,6 +9,7 @@ Anything that is neither a manifest nor a compose file (CI configs…) is skippe
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import yaml
 
@@ -42,14 +43,16 @@ class _TooManyNodes(Exception):
 
 #: Sequence items one file may make the checker visit (aliases can repeat one list everywhere).
 MAX_NODE_VISITS = 200_000
-_visits = [0]
+#: Sites one manifest may produce before the walk stops (the runner judges at most 5000 per file).
+MAX_MANIFEST_SITES = 5000
+_walk: list[Any] = [0, None]  # [items visited, the FileResult being filled]
 
 
 def _items(node: yaml.Node | None) -> list[yaml.Node]:
     if not isinstance(node, yaml.SequenceNode):
         return []
-    _visits[0] += len(node.value)
-    if _visits[0] > MAX_NODE_VISITS:
+    _walk[0] += len(node.value)
+    if _walk[0] > MAX_NODE_VISITS or (_walk[1] is not None and len(_walk[1].sites) >= MAX_MANIFEST_SITES):
         raise _TooManyNodes
     return list(node.value)
 
@@ -66,12 +69,14 @@ def _count(text: str | None) -> int:
 
 
 def check_yaml(result: FileResult, text: str) -> None:
-    _visits[0] = 0
+    _walk[:] = [0, result]
     try:
         _check_documents(result, text)
     except _TooManyNodes:
-        result.error("too-complex", f"its aliases repeat more than {MAX_NODE_VISITS} list items; the rest was "
-                     "not checked")
+        result.error("too-complex", f"more than {MAX_NODE_VISITS} list items or {MAX_MANIFEST_SITES} settings "
+                     "(aliases can repeat one list everywhere); the rest was not checked")
+    finally:
+        _walk[:] = [0, None]
 
 
 def _check_documents(result: FileResult, text: str) -> None:
