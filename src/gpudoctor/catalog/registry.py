@@ -88,6 +88,7 @@ sync_gpu_idle_pct                        trace:rank                             
 host_active_ms_per_step                  trace:rank                                    ms      trace.bottleneck host threads running training work per step (union over threads, as profiled)
 allocator_ms_per_step                    trace:rank                                    ms      trace.bottleneck host time per step in cudaMalloc/cudaFree
 bound_share_pct                          trace:rank                                    %       trace.bottleneck the share of the step the bound takes
+part_gpu_busy_ms                         trace:rank                                    ms      trace.bottleneck step part: GPU busy in kernels of no known class (0 in traces, whose kernels all have a class; live/bottleneck.py fills it from NVML)
 part_gpu_gemm_conv_ms                    trace:rank                                    ms      trace.bottleneck step part: GPU busy in GEMM/convolution kernels (per step)
 part_gpu_fusible_ms                      trace:rank                                    ms      trace.bottleneck step part: GPU busy in fusible memory-bound kernels
 part_gpu_other_ms                        trace:rank                                    ms      trace.bottleneck step part: GPU busy in other kernels
@@ -96,12 +97,12 @@ part_gpu_memcpy_ms                       trace:rank                             
 part_idle_input_wait_ms                  trace:rank                                    ms      trace.bottleneck step part: GPU idle while the host loads data
 part_idle_host_sync_ms                   trace:rank                                    ms      trace.bottleneck step part: GPU idle after host syncs
 part_idle_host_launch_ms                 trace:rank                                    ms      trace.bottleneck step part: GPU idle while the host runs Python and launches
-k_fp32_to_bf16_low                       trace:rank                                    ratio   trace.bottleneck fp32 CUDA-core ÷ bf16 tensor-core GEMM/conv kernel-time ratio for this GPU, low end (catalog/throughput.py)
-k_fp32_to_bf16_high                      trace:rank                                    ratio   trace.bottleneck the same ratio, high end
-k_tf32_to_bf16_low                       trace:rank                                    ratio   trace.bottleneck TF32 ÷ bf16 GEMM/conv kernel-time ratio, low end
-k_tf32_to_bf16_high                      trace:rank                                    ratio   trace.bottleneck the same ratio, high end
-k_fp32_to_tf32_low                       trace:rank                                    ratio   trace.bottleneck fp32 CUDA-core ÷ TF32 GEMM/conv kernel-time ratio, low end
-k_fp32_to_tf32_high                      trace:rank                                    ratio   trace.bottleneck the same ratio, high end
+k_fp32_to_bf16_low                       trace:rank                                    ratio   catalog.throughput fp32 CUDA-core ÷ bf16 tensor-core GEMM/conv kernel-time ratio for this GPU, low end (catalog/throughput.py)
+k_fp32_to_bf16_high                      trace:rank                                    ratio   catalog.throughput the same ratio, high end
+k_tf32_to_bf16_low                       trace:rank                                    ratio   catalog.throughput TF32 ÷ bf16 GEMM/conv kernel-time ratio, low end
+k_tf32_to_bf16_high                      trace:rank                                    ratio   catalog.throughput the same ratio, high end
+k_fp32_to_tf32_low                       trace:rank                                    ratio   catalog.throughput fp32 CUDA-core ÷ TF32 GEMM/conv kernel-time ratio, low end
+k_fp32_to_tf32_high                      trace:rank                                    ratio   catalog.throughput the same ratio, high end
 layout_transform_pct                     trace:rank                                    %       trace.metrics    share of compute-kernel time in layout transforms (nchwToNhwc …)
 layout_transform_ms_per_step             trace:rank                                    ms      trace.metrics    layout-transform kernel time per step
 max_gpu_gap_ms                           trace:rank                                    ms      trace.metrics    longest gap without GPU work inside the steps
@@ -275,6 +276,10 @@ data_wait_pct                            live:job,rank                          
 data_wait_p50_ms                         live:job                                      ms      agent            median wait for the next batch
 h2d_ms_per_step                          live:job                                      ms      agent            host-to-device copy time per step
 host_syncs_per_step                      live:job                                      number  agent            host syncs per step counted by the agent
+host_sync_ms_per_step                    live:job                                      ms      agent            host time per step blocked in those syncs (sampled steps)
+h2d_mib_per_step                         live:job                                      MiB     agent            host-to-device bytes copied per step (sampled steps, CUDA only)
+h2d_pinned_pct                           live:job                                      %       agent            share of those bytes copied from pinned memory
+step_source                              live:job                                      text    agent            what marks a step: explicit, optimizer, backward or none
 graph_breaks                             live:job                                      count   agent            torch.compile graph breaks (dynamo counters)
 graph_break_reasons                      live:job                                      list    live.facts       graph-break reasons with user file:line
 graph_break_top_reason                   live:job                                      text    live.facts       the most frequent reason
@@ -338,7 +343,7 @@ dead_ranks                               live:ranks                             
 dead_rank_count                          live:ranks                                    count   live.stragglers  how many ranks exited
 where_by_rank                            live:ranks                                    text    live.stragglers  where each rank's main thread is (py-spy), after a stall
 # --- static: Python training code (gpudoctor.static.python) ---
-file_kind                                static:*                                      text    static.files     python, dockerfile, compose, k8s, shell
+file_kind                                static:*                                      text    static.sites     python, dockerfile, compose, k8s, shell
 file_uses_cuda                           static:python.*                               bool    static.python    the file moves work to CUDA
 file_uses_ddp                            static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself uses DistributedDataParallel or init_process_group
 file_has_distributed_sampler             static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself mentions DistributedSampler
