@@ -37,6 +37,10 @@ ONCE_WINDOW_S = 1.5
 ONCE_TIMEOUT_S = 12.0
 
 
+#: Steps of the profile window that attach takes on its own (dashboard and --duration; never --once).
+AUTO_PROFILE_STEPS = 5
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pid", type=int, help="PID of the Python training process")
     mode = parser.add_mutually_exclusive_group()
@@ -55,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="passive only: do not inject the in-process agent (no step timings)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="record a torch.profiler window of N steps during the watch (needs the agent)")
+    parser.add_argument("--no-auto-profile", action="store_true",
+                        help=f"do not take the automatic {AUTO_PROFILE_STEPS}-step profile window once steps are seen "
+                             "(the verdict and estimates then rest on NVML and the agent's timings only)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S",
                         help="seconds between GPU/process readings (default 1)")
     parser.add_argument("--window", type=float, default=5.0, metavar="S",
@@ -106,8 +113,10 @@ def run(args: argparse.Namespace) -> int:
         window_s = max(1.0, min(window_s, args.duration / 6))
     # --once stays quick and passive: it uses an agent that already runs but injects none.
     agent_mode = "off" if args.no_agent else "find" if once else "inject"
+    auto_profile = 0 if once or args.no_agent or args.no_auto_profile or args.profile else AUTO_PROFILE_STEPS
     session = LiveSession(args.pid, catalog, config.options, agent=agent_mode,
-                          interval_s=args.interval, window_s=window_s, use_stacks=not args.no_stacks)
+                          interval_s=args.interval, window_s=window_s, use_stacks=not args.no_stacks,
+                          auto_profile_steps=auto_profile)
     if args.prometheus is not None and not 0 <= args.prometheus <= 65535:
         raise UserError("--prometheus takes a TCP port from 0 to 65535.", ExitCode.USAGE)
     exporter = _start_exporter(session, args)

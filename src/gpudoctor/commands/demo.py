@@ -80,6 +80,7 @@ def _start_job(script: Path, device: str, log_path: Path) -> subprocess.Popen[by
 
 def _diagnose(args: argparse.Namespace, child: subprocess.Popen[bytes], log_path: Path, catalog: object,
               options: object, interactive: bool) -> int:
+    from gpudoctor.commands.attach import AUTO_PROFILE_STEPS
     from gpudoctor.commands.run import find_agent_pid
     from gpudoctor.live.report import build_report
     from gpudoctor.live.session import LiveSession
@@ -92,7 +93,8 @@ def _diagnose(args: argparse.Namespace, child: subprocess.Popen[bytes], log_path
         why = f": {' / '.join(tail)}" if tail else ""
         raise UserError(f"the example job stopped before it could be watched{why}", ExitCode.TARGET_FAILED)
     window_s = 5.0 if interactive else max(1.0, min(5.0, args.duration / 5))
-    session = LiveSession(pid, catalog, options, use_agent=True, window_s=window_s)  # type: ignore[arg-type]
+    session = LiveSession(pid, catalog, options, use_agent=True, window_s=window_s,  # type: ignore[arg-type]
+                          auto_profile_steps=AUTO_PROFILE_STEPS)
     if interactive:
         from gpudoctor.tui.app import run_dashboard
 

@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-dashboard", action="store_true", help="never open the dashboard; print a report")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="record a torch.profiler window of N steps once training runs")
+    parser.add_argument("--no-auto-profile", action="store_true",
+                        help="do not take the automatic 5-step profile window once steps are seen")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between readings")
     parser.add_argument("--window", type=float, default=5.0, metavar="S", help="seconds per evaluation window")
     parser.add_argument("--no-stacks", action="store_true", help="do not sample Python stacks with py-spy")
@@ -181,6 +183,7 @@ def _wait_child(child: subprocess.Popen[bytes], grace_s: float | None = None) ->
 def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: Any, options: Any,
            started: float) -> tuple[Any, bool]:
     """Watch the command with the live session; returns (report or None, interrupted)."""
+    from gpudoctor.commands.attach import AUTO_PROFILE_STEPS
     from gpudoctor.live.report import build_report
     from gpudoctor.live.session import LiveSession
     from gpudoctor.live.watch import watch
@@ -192,7 +195,8 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
                   f"{AGENT_WAIT_S:.0f} s; nothing to watch.", file=sys.stderr)
         return None, False
     session = LiveSession(pid, catalog, options, use_agent=True, interval_s=args.interval,
-                          window_s=args.window, use_stacks=not args.no_stacks)
+                          window_s=args.window, use_stacks=not args.no_stacks,
+                          auto_profile_steps=0 if args.profile or args.no_auto_profile else AUTO_PROFILE_STEPS)
     interactive = sys.stdout.isatty() and args.output is None and not args.no_dashboard
     if interactive and args.duration is None:
         from gpudoctor.tui.app import run_dashboard

@@ -58,6 +58,10 @@ CLOSE_JOIN_S = 3.0
 AGENT_BUSY_PCT = 20.0
 #: Raw step times kept for the report (``steps.step_ms``, what ``compare`` bootstraps); the newest win.
 STEP_SAMPLES_MAX = 2000
+#: The automatic profile window waits for this many steps in the agent's window (a warmed-up loop) …
+AUTO_PROFILE_MIN_STEPS = 3
+#: … and the agent ends it after this long whatever the loop does (CUPTI is torn down after it).
+AUTO_PROFILE_TIMEOUT_S = 30.0
 
 
 class LiveSession:
@@ -66,9 +70,12 @@ class LiveSession:
     def __init__(self, pid: int, catalog: Catalog, options: Mapping[str, Mapping[str, Any]] | None = None, *,
                  agent: str = "inject", interval_s: float = 1.0, window_s: float = 5.0,
                  use_stacks: bool = True, history_len: int = 600, on_windows: int = 2, off_windows: int = 2,
-                 nvml: NvmlCollector | None = None, use_agent: bool | None = None) -> None:
+                 nvml: NvmlCollector | None = None, use_agent: bool | None = None,
+                 auto_profile_steps: int = 0) -> None:
         """``agent``: ``inject`` (find or inject the agent), ``find`` (only one already running), ``off``.
-        ``use_agent`` is the older boolean form (True = inject, False = off)."""
+        ``use_agent`` is the older boolean form (True = inject, False = off). ``auto_profile_steps``: once
+        the agent has seen steps, take one profile window of that many steps on its own, so that the
+        bottleneck verdict and the impact estimates rest on a trace within seconds (0: never)."""
         if use_agent is not None:
             agent = "inject" if use_agent else "off"
         self.pid = pid
@@ -109,6 +116,8 @@ class LiveSession:
         self._step_samples: deque[float] = deque(maxlen=STEP_SAMPLES_MAX)
         self._samples_total: int | None = None          # agent's steps_total at the last poll
         self._profile_was_busy = False
+        self._auto_profile_steps = auto_profile_steps
+        self._auto_profile_asked = False
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> LiveSession:
@@ -258,7 +267,21 @@ class LiveSession:
             detail = self._agent.state().profile_detail
             if detail:
                 self._note("profile-window", f"profile window: {detail}")
+            self._maybe_auto_profile()
             self._merge_profile_findings()
+
+    def _maybe_auto_profile(self) -> None:
+        """Ask once for a short profile window when steps have been seen and no window was asked for."""
+        if not self._auto_profile_steps or self._auto_profile_asked:
+            return
+        steps = self._agent.steps
+        state = self._agent.state().profile_state
+        if steps is None or steps.window_steps < AUTO_PROFILE_MIN_STEPS or (state is not None and not state.over):
+            return
+        self._auto_profile_asked = True
+        said = self.profile(self._auto_profile_steps, timeout_s=AUTO_PROFILE_TIMEOUT_S)
+        self._note("auto-profile", f"automatic {self._auto_profile_steps}-step profile window (--no-auto-profile "
+                                   f"turns it off): {said}")
 
     def _keep_step_samples(self) -> None:
         """Keep the step times the agent reported since the previous poll (``recent_step_times_ms``,

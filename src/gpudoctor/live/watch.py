@@ -62,5 +62,5 @@ def watch(session: Watchable, duration_s: float, profile_steps: int = 0,
         say(session.profile(profile_steps, timeout_s=timeout_s))
     while left() > 0 and session.target_alive and keep_going():
         time.sleep(min(POLL_S, max(0.0, left())))
-    if profile_steps and session.target_alive:  # a window that is nearly done may finish and be analysed
+    if session.target_alive:  # a window (asked for, or the automatic one) nearly done may finish and be analysed
         session.wait_until(profile_over, PROFILE_GRACE_S)
