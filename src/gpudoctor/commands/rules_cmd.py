@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from gpudoctor.commands.common import prepare
 from gpudoctor.model import Source
@@ -32,12 +33,30 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"| {r.code} | `{r.name}` | {r.severity.value} | {srcs} | {r.title} |\n")
     else:
         from rich.console import Console
+        from rich.padding import Padding
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(box=None, header_style="bold", pad_edge=False)
-        for col in ("code", "name", "severity", "sources", "title"):
-            table.add_column(col, overflow="fold")
-        for r in rules:
-            table.add_row(r.code, r.name, r.severity.value, ",".join(s.value for s in r.sources), r.title)
-        Console(highlight=False).print(table)
+        console = Console(highlight=False)
+        if console.width >= 130:
+            table = Table(box=None, header_style="bold", pad_edge=False)
+            for col in ("code", "name", "severity", "estimate", "sources"):
+                table.add_column(col, no_wrap=True)  # codes and names stay whole
+            table.add_column("title", overflow="fold", ratio=1)
+            for r in rules:
+                table.add_row(r.code, r.name, r.severity.value, _estimate(r),
+                              ",".join(s.value for s in r.sources), r.title)
+            console.print(table)
+        else:  # narrow terminal: one line of facts per rule, its title wrapped under the name
+            width = max(len(r.name) for r in rules)
+            console.print(Text(f"{'code':<6} {'name':<{width}} {'severity':<8} estimate", style="bold"))
+            for r in rules:
+                console.print(f"{r.code:<6} {r.name:<{width}} {r.severity.value:<8} {_estimate(r)}")
+                console.print(Padding(Text(r.title, style="dim"), (0, 0, 0, 7)))
     return 0
+
+
+def _estimate(rule: Any) -> str:
+    """Which side of the step the rule's fix shortens (its severity then follows the estimate), or "–"."""
+    sides = {w.impact.side for w in rule.whens if w.impact is not None and w.impact.side != "none"}
+    return "/".join(sorted(sides)) if sides else "–"
