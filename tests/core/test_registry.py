@@ -7,7 +7,8 @@ Two directions, both on real code and data:
   producer writes is reported, and so is a dataclass field that is declared but never filled;
 - dynamic: analysing every real trace (``/work/shared/traces``, the H200 rank traces under
   ``bench/results``, the recorded CPU traces) and statically checking every fixture and example
-  emits only facts the registry declares for that source and scope.
+  emits only facts the registry declares for that source and scope;
+- docs: ``docs/facts.md`` is the registry rendered (:mod:`gpudoctor.catalog.registry_docs`).
 
 That a rule reading an undeclared fact is refused at load time, naming the rule, is shown by
 ``tests/core/test_engine.py::test_user_rule_reading_an_unknown_fact_is_refused_with_its_name``.
@@ -24,6 +25,7 @@ import pytest
 
 from gpudoctor.catalog.registry import LOCATION_NAMES, REGISTRY, FactSpec, Registry
 from gpudoctor.catalog.registry_check import emitted_names, producer_files, unproduced
+from gpudoctor.catalog.registry_docs import COMMAND, markdown
 from gpudoctor.model import FactSet, Source
 from gpudoctor.static.runner import run_checks
 from gpudoctor.trace.analysis import analyze_trace_files
@@ -134,3 +136,20 @@ def test_every_fact_static_checks_produce_on_fixtures_and_examples_is_declared()
     origin = {id(fs): fs.location.describe() or fs.scope for fs in run.factsets}
     undeclared = _undeclared(run.factsets, origin)
     assert not undeclared, "facts the static checkers emit that docs/facts.md does not declare: " + "; ".join(undeclared)
+
+
+# --- docs/facts.md is the registry, rendered --------------------------------------------------------
+
+def test_docs_facts_md_is_generated_from_the_registry() -> None:
+    committed = (REPO / "docs" / "facts.md").read_text(encoding="utf-8")
+    assert committed == markdown(REGISTRY), f"docs/facts.md is stale: regenerate it with `{COMMAND}`"
+
+
+def test_docs_facts_md_lists_every_fact_under_each_of_its_scopes() -> None:
+    page = markdown(REGISTRY)
+    for spec in REGISTRY:
+        for scope in spec.scopes:
+            section = page.split(f"### `{spec.source.value}` · scope `{scope}` (", 1)
+            assert len(section) == 2, f"no table for {spec.source.value}:{scope}"
+            table = section[1].split("\n### ", 1)[0]
+            assert f"| `{spec.name}` | " in table, f"{spec.name} missing from {spec.source.value}:{scope}"
