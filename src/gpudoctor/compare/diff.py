@@ -110,8 +110,9 @@ def to_dict(c: Comparison) -> dict[str, Any]:
     """The machine-readable ``compare`` section of the JSON output."""
     e = c.estimate
 
-    def keys(items: list[FindingKey]) -> list[dict[str, str]]:
-        return [{"code": k.code, "name": k.name, "where": k.where, "severity": k.severity} for k in items]
+    def keys(items: list[FindingKey]) -> list[dict[str, Any]]:
+        return [{"code": k.code, "name": k.name, "where": k.where, "severity": k.severity,
+                 "est_speedup_low": k.est_speedup_low, "est_speedup_high": k.est_speedup_high} for k in items]
 
     return {
         "verdict": c.verdict,
@@ -126,7 +127,33 @@ def to_dict(c: Comparison) -> dict[str, Any]:
         "findings_gone": keys(c.gone),
         "findings_new": keys(c.new),
         "findings_kept": keys(c.kept),
+        "predicted_vs_measured": predicted_vs_measured(c),
     }
+
+
+def _predicted(k: FindingKey) -> str:
+    if k.est_speedup_low is None or k.est_speedup_high is None:
+        return "–"
+    return f"{k.est_speedup_low:.2f}–{k.est_speedup_high:.2f}x"
+
+
+def predicted_vs_measured(c: Comparison) -> dict[str, Any] | None:
+    """The estimate of the fixed finding(s) on the before side beside the measured speedup.
+
+    When the findings that went away carried estimates, the fix was theirs: the largest estimate is
+    compared with what was measured (several fixed at once gain at most the largest estimate's
+    product; the largest alone is the floor of what was predicted)."""
+    fixed = [k for k in c.gone if k.est_speedup_low is not None and k.est_speedup_high is not None]
+    if not fixed:
+        return None
+    top = max(fixed, key=lambda k: k.gain)
+    assert top.est_speedup_low is not None and top.est_speedup_high is not None
+    measured = c.speedup
+    inside = top.est_speedup_low <= measured <= top.est_speedup_high
+    return {"code": top.code, "est_speedup_low": top.est_speedup_low, "est_speedup_high": top.est_speedup_high,
+            "measured_speedup": round(measured, 3), "within_estimate": inside,
+            "error_pct_of_gain": round(100.0 * (top.gain - measured) / (measured - 1.0), 1)
+            if abs(measured - 1.0) > 1e-6 else None}
 
 
 def to_report(c: Comparison) -> Report:
@@ -146,14 +173,22 @@ def to_report(c: Comparison) -> Report:
                                       "findings"],
                              rows=[_side_row("before", c.before, e.before_median),
                                    _side_row("after", c.after, e.after_median)])
-    rows = ([{"status": "gone", "code": k.code, "name": k.name, "where": k.where} for k in c.gone]
-            + [{"status": "new", "code": k.code, "name": k.name, "where": k.where} for k in c.new]
-            + [{"status": "still there", "code": k.code, "name": k.name, "where": k.where} for k in c.kept])
+    rows = ([{"status": "gone", "code": k.code, "name": k.name, "where": k.where, "predicted": _predicted(k)}
+             for k in c.gone]
+            + [{"status": "new", "code": k.code, "name": k.name, "where": k.where, "predicted": _predicted(k)}
+               for k in c.new]
+            + [{"status": "still there", "code": k.code, "name": k.name, "where": k.where, "predicted": _predicted(k)}
+               for k in c.kept])
     tables = [verdict_table, step_table]
     if rows:
-        tables.append(MetricTable(title="Findings before → after", key="findings_diff",
-                                  columns=["status", "code", "name", "where"], rows=rows))
+        tables.append(MetricTable(title="Findings before → after (largest estimated gain first)", key="findings_diff",
+                                  columns=["status", "code", "name", "where", "predicted"], rows=rows))
     notes = [f"verdict: {c.verdict} — {c.reason}", *c.before.notes, *c.after.notes]
+    check = predicted_vs_measured(c)
+    if check is not None:
+        notes.append(f"{check['code']} was estimated at {check['est_speedup_low']:.2f}–{check['est_speedup_high']:.2f}x; "
+                     f"measured {check['measured_speedup']:.2f}x"
+                     + (" (inside the estimate)." if check["within_estimate"] else " (outside the estimate)."))
     if c.new:
         notes.append(f"{len(c.new)} finding(s) appeared after the change: "
                      + ", ".join(sorted({k.code for k in c.new})) + ".")

@@ -33,6 +33,15 @@ class FindingKey:
     where: str
     severity: str
     title: str
+    est_speedup_low: float | None = None    # the finding's estimate on this side, when it had one
+    est_speedup_high: float | None = None
+
+    @property
+    def gain(self) -> float:
+        """Middle of the estimate (1.0 without one): what ``compare`` orders findings by."""
+        if self.est_speedup_low is None or self.est_speedup_high is None:
+            return 1.0
+        return float((self.est_speedup_low * self.est_speedup_high) ** 0.5)
 
 
 @dataclass
@@ -184,8 +193,14 @@ def _finding_keys(data: Mapping[str, Any]) -> list[FindingKey]:
     keys = []
     for f in data.get("findings") or []:
         if isinstance(f, dict) and isinstance(f.get("code"), str):
+            impact = f.get("impact")
+            impact = impact if isinstance(impact, dict) else {}
+            low, high = impact.get("est_speedup_low"), impact.get("est_speedup_high")
             keys.append(FindingKey(code=f["code"], name=str(f.get("name", "")), where=str(f.get("where") or ""),
-                                   severity=str(f.get("severity", "")), title=str(f.get("title", ""))))
+                                   severity=str(f.get("severity", "")), title=str(f.get("title", "")),
+                                   est_speedup_low=float(low) if isinstance(low, (int, float)) else None,
+                                   est_speedup_high=float(high) if isinstance(high, (int, float)) else None))
+    keys.sort(key=lambda k: -k.gain)
     return keys
 
 
