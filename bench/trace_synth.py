@@ -7,6 +7,7 @@ trace's span, correlation and external ids offset, ``ProfilerStep#N`` renumbered
 layout (one event per block, two-space indent), until the file reaches the requested size.
 
 Usage: python bench/trace_synth.py [--source TRACE] [--size-mb 1100] [--out /tmp/gpudoctor_synth.json]
+       python bench/trace_synth.py --ranks 16 --out /tmp/gd_ranks16   (a job's rank traces, see write_rank_set)
 The output goes to /tmp and must not be committed.
 """
 
@@ -79,12 +80,51 @@ def write_synthetic(source: Path, out: Path, size_mb: float) -> tuple[int, int]:
     return out.stat().st_size, copies
 
 
+def write_rank_set(source: Path, out_dir: Path, ranks: int, gzip_level: int | None = None,
+                   slow_rank: int | None = None) -> list[Path]:
+    """Write ``ranks`` rank traces of one job from one real trace: rank r is the source's events with
+    ``distributedInfo`` saying rank r of ``ranks`` and its timestamps shifted by r × 37 µs (clocks of
+    different hosts never agree); ``slow_rank``'s events are stretched by 30% (a straggler)."""
+    opener = gzip.open if source.suffix == ".gz" else open
+    with opener(source, "rb") as fh:
+        doc = json.loads(fh.read())
+    events = doc.pop("traceEvents")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for rank in range(ranks):
+        stretch = 1.3 if rank == slow_rank else 1.0
+        origin = min(e["ts"] for e in events if isinstance(e.get("ts"), (int, float)))
+        shifted = []
+        for e in events:
+            e = dict(e)
+            if isinstance(e.get("ts"), (int, float)):
+                e["ts"] = round(origin + (e["ts"] - origin) * stretch + rank * 37.0, 3)
+            if isinstance(e.get("dur"), (int, float)):
+                e["dur"] = round(e["dur"] * stretch, 3)
+            shifted.append(e)
+        head = dict(doc, distributedInfo={"backend": "nccl", "rank": rank, "world_size": ranks})
+        body = json.dumps(head, indent=2)[:-2] + ',\n  "traceEvents": [\n' + \
+            ",\n".join("  " + json.dumps(e) for e in shifted) + "\n  ]\n}\n"
+        path = out_dir / (f"rank-{rank}.pt.trace.json" + (".gz" if gzip_level is not None else ""))
+        if gzip_level is not None:
+            path.write_bytes(gzip.compress(body.encode(), compresslevel=gzip_level))
+        else:
+            path.write_text(body, encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--size-mb", type=float, default=1100.0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/gpudoctor_synth.json"))
+    parser.add_argument("--ranks", type=int, default=0, help="instead: a directory (--out) of this many rank traces")
     args = parser.parse_args()
+    if args.ranks:
+        paths = write_rank_set(args.source, args.out, args.ranks)
+        print(f"wrote {len(paths)} rank traces of {args.source.name} to {args.out}")
+        return
     size, copies = write_synthetic(args.source, args.out, args.size_mb)
     print(f"wrote {args.out}: {size / 1e6:.0f} MB, {copies} copies of {args.source.name}")
 

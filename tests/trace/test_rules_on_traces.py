@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpudoctor.model import Severity
-from gpudoctor.report.model import Report
 from gpudoctor.pipeline import analyze_paths
+from gpudoctor.report.model import Report
 
 NW0 = "public/tb_plugin_resnet50/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 NW4 = "public/tb_plugin_resnet50/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"

@@ -258,16 +258,38 @@ def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path)
 
 
 def _read_rest(fh: BinaryIO, first: bytes, path: Path) -> bytearray:
-    """The whole document (JSON without Kineto's layout is decoded in one piece), size-capped."""
-    data = bytearray(first)
+    """The whole document (JSON without Kineto's layout is decoded in one piece), size-capped.
+
+    A plain file is read into one buffer of its size (no growth, no copies); a gzip stream in
+    blocks joined once.
+    """
+    too_big = EventTooLarge(f"it holds over {MAX_WHOLE_BYTES >> 30} GB of JSON without Kineto's one-event-per-line "
+                            "layout, more than gpudoctor reads in one piece")
+    if not isinstance(fh, GunzipStream):
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_WHOLE_BYTES:
+            raise too_big
+        data = bytearray(max(size, len(first)))
+        data[:len(first)] = first
+        with memoryview(data) as view:
+            filled = len(first)
+            while filled < len(data):
+                got = fh.readinto(view[filled:])  # type: ignore[attr-defined]
+                if not got:
+                    break
+                filled += got
+        del data[filled:]
+        return data
+    blocks = [first]
+    total = len(first)
     while True:
         block = fh.read(CHUNK_BYTES)
         if not block:
-            return data
-        data += block
-        if len(data) > MAX_WHOLE_BYTES:
-            raise EventTooLarge(f"it holds over {MAX_WHOLE_BYTES >> 30} GB of JSON without Kineto's one-event-per-"
-                                "line layout, more than gpudoctor reads in one piece")
+            return bytearray(b"".join(blocks))
+        blocks.append(block)
+        total += len(block)
+        if total > MAX_WHOLE_BYTES:
+            raise too_big
 
 
 def _split_worthwhile(fh: BinaryIO, path: Path, chunk_bytes: int) -> bool:
@@ -290,7 +312,8 @@ _LOOSE_LIST = msgspec.json.Decoder(list[LOOSE_ITEM])
 
 def _decode_whole(text: bytearray, builder: Builder, path: Path) -> _Header:
     """A document without Kineto's layout: an object with ``traceEvents``, or a bare array of events."""
-    if text.lstrip()[:1] == b"[":
+    bare = _first_byte(text, 0) == b"["
+    if bare:
         try:
             builder.add(_STRICT_LIST.decode(text))
             return _Header(traceEvents=[])
@@ -318,10 +341,10 @@ def _decode_whole(text: bytearray, builder: Builder, path: Path) -> _Header:
         items_at = m.end()
     # Something in the events does not fit the strict types. An array whose first item is not an
     # object is no trace at all: say so before a loose decode, which costs memory per item.
-    if text[items_at:items_at + 64].lstrip()[:1] not in (b"{", b"]"):
+    if _first_byte(text, items_at) not in (b"{", b"]"):
         raise TraceFileError(f"{path} is JSON but its traceEvents are not trace events.", corrupt=False,
                              reason="its traceEvents are not trace events")
-    if isinstance(header, _Header) and header.schemaVersion is None and text.lstrip()[:1] == b"[":
+    if bare:
         usable = builder.add_loose(_LOOSE_LIST.decode(text))
     else:
         usable = builder.add_loose(msgspec.json.decode(text, type=_LooseHeader).traceEvents or [])
@@ -330,6 +353,16 @@ def _decode_whole(text: bytearray, builder: Builder, path: Path) -> _Header:
                              reason="its traceEvents are not trace events")
     return _Header(schemaVersion=header.schemaVersion, deviceProperties=header.deviceProperties,
                    distributedInfo=header.distributedInfo, traceEvents=[])
+
+
+_SPACE = re.compile(rb"[ \t\r\n]*")
+
+
+def _first_byte(text: bytearray, at: int) -> bytes:
+    """The first non-whitespace byte from ``at`` (no copy of the document)."""
+    m = _SPACE.match(text, at)
+    end = m.end() if m else at
+    return bytes(text[end:end + 1])
 
 
 def _rank_trace(path: Path, position: int, header: _Header, builder: Builder) -> RankTrace:
