@@ -257,7 +257,10 @@ class Builder:
 
 def _number(value: Any) -> float | None:
     if type(value) is int or type(value) is float:
-        f = float(value)
+        try:
+            f = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            return None
         return f if math.isfinite(f) else None
     return None
 
@@ -318,6 +321,8 @@ def _from_loose(item: Any, malformed: Counter[str]) -> _Event | None:
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18:
+        return "<large integer>"  # str() of a 5000-digit int raises ValueError
     return str(value) if isinstance(value, (int, float, bool)) else type(value).__name__.strip("_")
 
 
