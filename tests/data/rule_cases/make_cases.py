@@ -10,7 +10,9 @@ real run on which the block's condition is true:
   ``tests/data/trace``, analysed by gpudoctor's own trace pipeline;
 - live blocks: the ``evidence`` of live findings in the JSON reports of real H200 runs under
   ``bench/results/**`` (the facts the condition read, as the report recorded them; thresholds left
-  out, the rule's current options apply).
+  out, the rule's current options apply); failing that, the live fact sets rebuilt from the last
+  samples those reports keep (``gpus``, ``process``, ``shm``, ``stacks``, ``steps``) with
+  :func:`gpudoctor.live.facts.build_factsets`.
 
 For each block the first recorded fact set on which it is the first block of its rule to fire is
 kept (the engine reports that block there); failing that, the first on which it fires at all. Run
@@ -24,6 +26,7 @@ are listed there, each with its reason.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterator, Mapping
@@ -31,11 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.agent.protocol import from_wire
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.catalog import Catalog
 from gpudoctor.catalog.expr import MISSING, ExpressionError
 from gpudoctor.catalog.impact import DEFAULT_OPTIONS
 from gpudoctor.catalog.rulefile import Rule, When
+from gpudoctor.live.facts import build_factsets
+from gpudoctor.live.samples import GpuSample, ProcessSample, ShmSample, StackSample, StepStats, WorkerSample
 from gpudoctor.model import FactSet, Source
 from gpudoctor.trace.analysis import analyze_trace_files
 
@@ -135,6 +141,53 @@ def recorded_live_evidence() -> Iterator[tuple[str, Recorded]]:
             yield str(finding["code"]), Recorded(Source.LIVE, "", evidence, where, f"{_shown(path)} {pointer}")
 
 
+def recorded_live_factsets() -> Iterator[Recorded]:
+    """The live fact sets of every attach/run report under bench/results, rebuilt from its last samples."""
+    for path in sorted(BENCH_RESULTS.glob("**/*.json")):
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for pointer, report in _live_reports(document, ""):
+            for fs in live_factsets(report):
+                yield _recorded(fs, {}, f"{_shown(path)} {pointer} (last samples)")
+
+
+def live_factsets(report: Mapping[str, Any]) -> list[FactSet]:
+    """What the live session's fact builder makes of a report's recorded samples (one window)."""
+    raw_proc, raw_shm, raw_stacks, raw_steps = (report.get(k) for k in ("process", "shm", "stacks", "steps"))
+    proc = None
+    if raw_proc:
+        workers = tuple(WorkerSample(**w) for w in raw_proc.get("workers") or ())
+        proc = from_wire(ProcessSample, {**raw_proc, "workers": ()})
+        proc = ProcessSample(**{**proc.__dict__, "workers": workers})
+    gpus = [[from_wire(GpuSample, g)] for g in report.get("gpus") or ()]
+    return build_factsets(
+        int(report.get("target_pid") or (raw_proc or {}).get("pid") or 0), gpus, proc,
+        from_wire(ShmSample, raw_shm) if raw_shm else None,
+        from_wire(StackSample, raw_stacks) if raw_stacks else None,
+        from_wire(StepStats, _known(StepStats, raw_steps)) if raw_steps else None,
+        float(report.get("elapsed_s") or 0.0))
+
+
+def _known(cls: type, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` without what the report added beside the agent's fields (``source``, ``unit``, ``step_ms``)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in raw.items() if k in names}
+
+
+def _live_reports(node: Any, pointer: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        if node.get("command") in ("attach", "run") and "process" in node and "gpus" in node:
+            yield pointer, node
+            return
+        for key, value in node.items():
+            yield from _live_reports(value, f"{pointer}.{key}" if pointer else key)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _live_reports(value, f"{pointer}[{index}]")
+
+
 def _findings(node: Any, pointer: str) -> Iterator[tuple[str, dict[str, Any]]]:
     if isinstance(node, dict):
         if {"code", "source", "evidence"} <= node.keys() and isinstance(node["evidence"], list):
@@ -158,6 +211,7 @@ def build_cases(catalog: Catalog) -> dict[str, dict[str, dict[str, Any]]]:
     """{rule code: {block index: case}} for every live/trace block some recording fires."""
     trace_recs = list(recorded_trace_factsets())
     live_recs = list(recorded_live_evidence())
+    live_sets = list(recorded_live_factsets())
     cases: dict[str, dict[str, dict[str, Any]]] = {}
     for rule in catalog:
         options = options_for(rule)
@@ -169,6 +223,8 @@ def build_cases(catalog: Catalog) -> dict[str, dict[str, dict[str, Any]]]:
             else:
                 pool = [r for code, r in live_recs if code == rule.code]
             firing = [r for r in pool if fires(when, r.facts, r.location, options)]
+            if not firing and when.source is Source.LIVE:
+                firing = [r for r in live_sets if r.scope == when.scope and fires(when, r.facts, r.location, options)]
             if not firing:
                 continue
             chosen = next((r for r in firing if _first_to_fire(rule, index, r, options)), firing[0])
