@@ -66,6 +66,7 @@ class Harness:
         self.stages: list[dict[str, Any]] = []
         self.alternatives: list[dict[str, Any]] = []
         self._cache: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+        self.pending: list[tuple[Scenario, tuple[str, ...], list[dict[str, Any]], dict[str, Any]]] = []
 
     # -- one run ---------------------------------------------------------------------------------
     def duration_for(self, sc: Scenario, applied: tuple[str, ...]) -> float:
@@ -163,9 +164,13 @@ class Harness:
             if nxt is None:
                 break
             cur, applied = nxt, (*applied, top["fix_kind"])
-        for (before, cands), st in zip(chain, [s for s in self.stages if s["scenario"] == sc.name]):
-            if len(cands) < 2 or self.args.no_alternatives:
-                continue
+        self.pending += [(sc, before, cands, st) for (before, cands), st in
+                         zip(chain, [x for x in self.stages if x["scenario"] == sc.name]) if len(cands) > 1]
+
+    def alternatives_pass(self) -> None:
+        """Measure, for every stage where gpudoctor named several expressible fixes, each non-top fix on
+        its own from the same starting point; run after all scenarios' chains (lower priority)."""
+        for sc, before, cands, st in self.pending:
             parent = self._cache.get((sc.name, before))
             measured = {cands[0]["fix_kind"]: st["measured_speedup"]}
             for alt in cands[1:]:
@@ -176,8 +181,10 @@ class Harness:
                 measured[alt["fix_kind"]] = m
                 lo, hi = reportread.speedup_band(alt)
                 self.alternatives.append({"scenario": sc.name, "stage": st["stage"], "fix_kind": alt["fix_kind"],
-                                          "code": alt.get("code"), "est_low": lo, "est_high": hi,
-                                          "measured_speedup": m})
+                                          "code": alt.get("code"), "severity": alt.get("severity"),
+                                          "est_low": lo, "est_high": hi, "measured_speedup": m})
+                say(f"  {sc.name} stage {st['stage']} alternative {alt['fix_kind']} ({alt.get('code')}): "
+                    f"predicted {_f(lo)}–{_f(hi)}x, measured {_f(m)}x")
             known = {k: v for k, v in measured.items() if v is not None}
             if len(known) > 1:
                 fastest = max(known, key=lambda k: known[k])
@@ -309,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
             h.scenario(sc)
         except Exception as exc:       # one broken scenario must not lose the others' results
             say(f"scenario {sc.name} failed: {type(exc).__name__}: {exc}")
+    if not args.no_alternatives:
+        try:
+            h.alternatives_pass()
+        except Exception as exc:
+            say(f"alternatives failed: {type(exc).__name__}: {exc}")
     text = table(h)
     summ = summary(h)
     args.out.mkdir(parents=True, exist_ok=True)

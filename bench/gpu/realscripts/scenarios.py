@@ -125,7 +125,7 @@ def _timm_base(ctx: Ctx) -> list[str]:
                 "--img-size", "64", "--num-classes", "10", "--num-warm-iter", "2", "--num-bench-iter", "500",
                 "--no-retry"]
     return ["benchmark.py", "--bench", "train", "--model", "resnet50", "-b", "256", "--num-warm-iter", "5",
-            "--num-bench-iter", "1500", "--no-retry"]
+            "--num-bench-iter", "600", "--no-retry"]
 
 
 def _nanogpt_base(ctx: Ctx) -> list[str]:
