@@ -30,8 +30,8 @@ from gpudoctor.model import Source
 CASES = Path(__file__).resolve().parents[1] / "data" / "rule_cases"
 CASE_SOURCES = (Source.LIVE, Source.TRACE)
 
-_ZOO = ("needs a new recording: the passive attach report of `python3.12 bench/gpu/validate_examples.py "
-        "--only {}` on the H200, kept under bench/results/ (the last zoo run kept only its log)")
+_ZOO = ("needs a new recording: `python3.12 bench/gpu/record_rule_cases.py --only {}` on the H200, its report "
+        "copied to bench/results/<run>/rule_cases/, then make_cases.py (the last zoo run kept only its log)")
 _NOT_SEEN = "no recorded run had {}; a recording needs a machine that shows it (not producible on demand)"
 
 #: (rule code, block index) → why no recorded fact set fires it.
