@@ -1,21 +1,24 @@
-"""gpudoctor's trace analysis against Holistic Trace Analysis 0.5.0: wall time, CPU time, peak RSS.
+"""gpudoctor ``analyze`` against Holistic Trace Analysis 0.5.0, whole process, side by side in one run.
 
-Why this exists: the trace reader claims to be ≥ 10× faster than HTA with ≤ ½ of its peak memory on
-the same traces, and to read a ≥ 1 GB trace at ≥ 100 MB/s with peak RSS ≤ 1.5× the JSON size. This
-script measures exactly that, in one run, each measurement in a fresh subprocess (wall time and
-peak RSS include interpreter start-up and imports, for both tools):
+Why this exists: issue 14's goals are measured here, on this machine, in one run, with the load
+average printed beside every table (the development machine is shared: a loaded machine slows both
+tools, and the ratios are what to read):
 
-- every trace of /work/shared/traces/README.md's HTA table: gpudoctor ``analyze_paths`` (read +
-  metrics + rules) vs HTA ``TraceAnalysis(...)`` + ``get_temporal_breakdown()``, and their
-  idle % side by side as a sanity check;
-- a synthetic trace of ``--big-mb`` MB (a real trace's steps replicated, see trace_synth.py), written
-  to /tmp (never committed): gpudoctor only, unless ``--big-hta``.
+1. every trace of ../shared/traces/README.md's HTA table (df_index_resolver, the largest, among them):
+   ``gpudoctor analyze <trace> --format json`` vs a script running HTA's ``TraceAnalysis`` plus its
+   temporal, idle-time and kernel breakdowns — each a fresh process, timed from spawn to exit: wall
+   time, CPU time and peak RSS of the child (``os.wait4``), and idle % of both as a sanity check;
+2. what importing the CLI costs (``python -X importtime``), and that rich / textual / torch stay out;
+3. a directory of 16 rank traces (a real trace's steps, shifted per rank): ``--jobs 1`` vs
+   ``--jobs <cores>``, results compared for identity;
+4. the ≥ 1 GB synthetic trace (bench/trace_synth.py, in /tmp, never committed): MB of JSON per
+   CPU-second of all processes and threads, and peak RSS ÷ JSON size.
 
-HTA lives in its own venv (``--hta-venv``, default /tmp/htavenv), created here when missing:
-``python3 -m venv /tmp/htavenv && /tmp/htavenv/bin/pip install --no-deps holistictraceanalysis==0.5.0
-&& /tmp/htavenv/bin/pip install 'pandas<3' numpy plotly networkx psutil pyyaml``.
+HTA lives in its own venv (``--hta-venv``, default /work/htavenv), made when missing:
+``python3 -m venv V && V/bin/pip install --no-deps holistictraceanalysis==0.5.0 && V/bin/pip install
+'pandas<3' numpy plotly networkx psutil pyyaml``.
 
-Usage: .venv/bin/python bench/trace_bench.py [--big-mb 1100] [--skip-big] [--repeat 1]
+Usage: .venv/bin/python bench/trace_bench.py [--repeat 3] [--skip-big] [--skip-ranks] [--big-mb 1100]
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +38,14 @@ REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trace_synth import DEFAULT_SOURCE, write_synthetic  # noqa: E402
+from trace_synth import DEFAULT_SOURCE, write_rank_set, write_synthetic  # noqa: E402
 
-# The traces of traces/README.md's HTA table, with HTA's idle % there.
+# The traces of traces/README.md's HTA table.
 CASES = [
+    ("df_index_resolver", "public/hta/df_index_resolver/df_index_resolver.json.gz"),
     ("ns_resolution", "public/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"),
     ("negative_queue_length", "public/hta/negative_queue_length_values_check/rank0.json.gz"),
     ("nccl_parser_config", "public/hta/nccl_parser_config/nccl_data.json.gz"),
-    ("df_index_resolver", "public/hta/df_index_resolver/df_index_resolver.json.gz"),
     ("trace_filter (2 ranks)", "public/hta/trace_filter"),
     ("trace_diff control", "public/hta/trace_diff/control/control.json.gz"),
     ("trace_diff test", "public/hta/trace_diff/test/test.json.gz"),
@@ -48,45 +53,22 @@ CASES = [
     ("tb_plugin nw=4", "public/tb_plugin_resnet50/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"),
 ]
 
-_CPU = ("(lambda r, c: r.ru_utime + r.ru_stime + c.ru_utime + c.ru_stime)"
-        "(resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))")
-_RSS = ("(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss"
-        " + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024")  # parent + largest child
-
-# Both snippets time two things: the whole process (interpreter start excluded, imports included)
-# and the load + analysis phase alone (after the imports), in wall and CPU seconds.
-GPUDOCTOR_SNIPPET = f"""
-import json, resource, sys, time
-t0 = time.perf_counter()
-from gpudoctor.trace.analysis import analyze_paths
-from gpudoctor.catalog import load_catalog
-catalog = load_catalog([])
-t1, c1 = time.perf_counter(), {_CPU}
-report = analyze_paths(sys.argv[1:], catalog)
-t2, c2 = time.perf_counter(), {_CPU}
-print(json.dumps({{"wall_s": t2 - t0, "cpu_s": c2, "phase_wall_s": t2 - t1, "phase_cpu_s": c2 - c1, "rss": {_RSS},
-                  "idle": [r.get("idle_pct") for r in sorted(report.data["ranks"], key=lambda r: r["rank"])]}}))
-"""
-
-HTA_SNIPPET = f"""
-import json, logging, resource, sys, time
+HTA_SCRIPT = """
+import json, logging, sys
 logging.disable(logging.WARNING)
-t0 = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
-t1, c1 = time.perf_counter(), {_CPU}
 analysis = TraceAnalysis(trace_dir=sys.argv[1])
-df = analysis.get_temporal_breakdown(visualize=False)
-t2, c2 = time.perf_counter(), {_CPU}
-print(json.dumps({{"wall_s": t2 - t0, "cpu_s": c2, "phase_wall_s": t2 - t1, "phase_cpu_s": c2 - c1, "rss": {_RSS},
-                  "idle": [float(v) for v in df.sort_values("rank")["idle_time_pctg"]]}}))
+ranks = sorted(analysis.t.traces)
+temporal = analysis.get_temporal_breakdown(visualize=False)
+analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)
+analysis.get_gpu_kernel_breakdown(visualize=False)
+print(json.dumps({"idle": [float(v) for v in temporal.sort_values("rank")["idle_time_pctg"]]}))
 """
 
 
 def ensure_hta_venv(venv: Path) -> Path:
-    """The HTA venv's python, created (offline-capable pip) when missing."""
     python = venv / "bin" / "python"
-    probe = [str(python), "-c", "import hta, pandas"]
-    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+    if python.exists() and subprocess.run([str(python), "-c", "import hta, pandas"], capture_output=True).returncode == 0:
         return python
     print(f"creating the HTA venv in {venv} …", file=sys.stderr)
     subprocess.run(["python3", "-m", "venv", str(venv)], check=True)
@@ -96,64 +78,150 @@ def ensure_hta_venv(venv: Path) -> Path:
     return python
 
 
-def _run(cmd: list[str]) -> dict[str, Any]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
-                          env={**os.environ, "PYTHONHASHSEED": "0"})
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[:3]} failed: {proc.stderr.strip()[-600:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def run_child(argv: list[str], cwd: Path | None = None) -> dict[str, Any]:
+    """Spawn, wait, and measure one process: wall s, CPU s (user+sys, all threads), peak RSS bytes, stdout."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd,
+                                env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPO / "src")})
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        raise RuntimeError(f"{argv[:4]} exited {code}: {stderr.strip()[-600:]}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss * 1024,
+            "stdout": stdout}
 
 
-def _hta_dir(target: Path, tmp: Path) -> Path:
+def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The least disturbed of the repeats: the fastest wall and CPU times; the largest peak RSS."""
+    out = dict(runs[0])
+    out["wall_s"] = min(r["wall_s"] for r in runs)
+    out["cpu_s"] = min(r["cpu_s"] for r in runs)
+    out["rss"] = max(r["rss"] for r in runs)
+    return out
+
+
+def json_size(target: Path) -> int:
+    import gzip
+
+    files = sorted(target.iterdir()) if target.is_dir() else [target]
+    total = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            total += len(gzip.decompress(fh.read())) if f.suffix == ".gz" else f.stat().st_size
+    return total
+
+
+def hta_dir(target: Path, tmp: Path) -> Path:
     """HTA reads a directory: a single file gets a directory of its own (a symlink)."""
     if target.is_dir():
         return target
     d = tmp / target.name.replace(".", "_")
     d.mkdir(exist_ok=True)
-    link = d / target.name
-    if not link.exists():
-        link.symlink_to(target)
+    (d / target.name).symlink_to(target)
     return d
 
 
-def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Fastest of the repeats for times (the least disturbed run), the largest peak RSS."""
-    out = dict(runs[0])
-    for key in ("wall_s", "cpu_s", "phase_wall_s", "phase_cpu_s"):
-        out[key] = min(r[key] for r in runs)
-    out["rss"] = max(r["rss"] for r in runs)
-    return out
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def _size(target: Path) -> int:
-    if target.is_dir():
-        return sum(p.stat().st_size for p in target.iterdir() if p.is_file())
-    return target.stat().st_size
-
-
-def compare_on_real_traces(hta_python: Path, repeat: int) -> list[str]:
-    rows = ["| trace | gz | load+analysis CPU: gpudoctor / HTA (×) | same, wall (×) | whole process CPU (×) | "
-            "peak RSS gpudoctor / HTA (ratio) | idle % gpudoctor vs HTA |", "|---|---|---|---|---|---|---|"]
+def compare_with_hta(hta_python: Path, repeat: int, only: str = "") -> list[str]:
+    rows = [f"load average (1/5/15 min) at start: {load()}, cores: {os.cpu_count()}", "",
+            "| trace | JSON | wall gpudoctor / HTA | × | CPU gpudoctor / HTA | × | peak RSS gpudoctor / HTA | ratio "
+            "| idle % gpudoctor vs HTA |", "|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(rows), flush=True)
     with tempfile.TemporaryDirectory(prefix="gd_bench_") as tmp_name:
         tmp = Path(tmp_name)
         for label, rel in CASES:
+            if only and only not in label:
+                continue
             target = TRACES / rel
             if not target.exists():
                 rows.append(f"| {label} | missing | | | | | | | |")
                 continue
-            gd = _best([_run([sys.executable, "-c", GPUDOCTOR_SNIPPET, str(target)]) for _ in range(repeat)])
-            hta = _best([_run([str(hta_python), "-c", HTA_SNIPPET, str(_hta_dir(target, tmp))])
-                         for _ in range(repeat)])
-            idle = " / ".join(f"{a:.2f}" for a in gd["idle"]) + " vs " + " / ".join(f"{b:.2f}" for b in hta["idle"])
-            rows.append(
-                f"| {label} | {_size(target) / 1e6:.1f} MB "
-                f"| {gd['phase_cpu_s']:.2f} s / {hta['phase_cpu_s']:.2f} s ({hta['phase_cpu_s'] / gd['phase_cpu_s']:.1f}×) "
-                f"| {gd['phase_wall_s']:.2f} s / {hta['phase_wall_s']:.2f} s ({hta['phase_wall_s'] / gd['phase_wall_s']:.1f}×) "
-                f"| {gd['cpu_s']:.2f} s / {hta['cpu_s']:.2f} s ({hta['cpu_s'] / gd['cpu_s']:.1f}×) "
-                f"| {gd['rss'] / 1e6:.0f} / {hta['rss'] / 1e6:.0f} MB ({gd['rss'] / hta['rss']:.2f}) | {idle} |")
+            gd_argv = [sys.executable, "-m", "gpudoctor", "analyze", str(target), "--format", "json", "--jobs", "1"]
+            hta_argv = [str(hta_python), "-c", HTA_SCRIPT, str(hta_dir(target, tmp))]
+            gd_runs, hta_runs = [], []
+            for _ in range(repeat):  # interleaved, so that both see the same load
+                gd_runs.append(run_child(gd_argv))
+                hta_runs.append(run_child(hta_argv))
+            gd, hta = best(gd_runs), best(hta_runs)
+            gd_idle = [r.get("idle_pct") for r in sorted(json.loads(gd["stdout"])["ranks"], key=lambda r: r["rank"])]
+            hta_idle = json.loads(hta["stdout"].strip().splitlines()[-1])["idle"]
+            idle = " / ".join(f"{a:.2f}" for a in gd_idle) + " vs " + " / ".join(f"{b:.2f}" for b in hta_idle)
+            rows.append(f"| {label} | {json_size(target) / 1e6:.1f} MB "
+                        f"| {gd['wall_s']:.2f} / {hta['wall_s']:.2f} s | {hta['wall_s'] / gd['wall_s']:.1f}× "
+                        f"| {gd['cpu_s']:.2f} / {hta['cpu_s']:.2f} s | {hta['cpu_s'] / gd['cpu_s']:.1f}× "
+                        f"| {gd['rss'] / 1e6:.0f} / {hta['rss'] / 1e6:.0f} MB | {gd['rss'] / hta['rss']:.2f} | {idle} |")
             print(rows[-1], flush=True)
+    rows.append(f"\nload average at end: {load()}")
+    print(rows[-1], flush=True)
     return rows
+
+
+def import_cost() -> list[str]:
+    """``python -X importtime -m gpudoctor analyze --help``: the CLI's import bill, and what stays out."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                           "import sys; sys.argv = ['gpudoctor', 'analyze', '--help']\n"
+                           "from gpudoctor.cli import main\n"
+                           "import contextlib, io\n"
+                           "with contextlib.redirect_stdout(io.StringIO()):\n"
+                           "    try: main(['analyze', '--help'])\n"
+                           "    except SystemExit: pass\n"
+                           "print(sorted(m for m in ('rich', 'textual', 'torch', 'pandas', 'numpy', 'gpudoctor.live.session')"
+                           " if m in sys.modules))"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    modules = []
+    for line in proc.stderr.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
+        if m:
+            modules.append((int(m.group(1)), int(m.group(2)), len(m.group(3)), m.group(4)))
+    total_ms = sum(self_us for self_us, _, _, _ in modules) / 1000.0
+    top = sorted((m for m in modules if m[2] == 1), key=lambda m: -m[1])[:5]
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "gpudoctor", "--version"], capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    rows = [f"CLI imports for `analyze`: {total_ms:.0f} ms of import time ({len(modules)} modules); "
+            f"`gpudoctor --version` whole process {1000 * (time.perf_counter() - started):.0f} ms; "
+            f"heavy modules loaded: {proc.stdout.strip() or '?'}",
+            "largest top-level imports: " + ", ".join(f"{name} {cum / 1000:.0f} ms" for _, cum, _, name in top)]
+    print("\n".join(rows), flush=True)
+    return rows
+
+
+def parallel_ranks(ranks: int, jobs: int) -> list[str]:
+    with tempfile.TemporaryDirectory(prefix="gd_ranks_") as tmp:
+        folder = Path(tmp) / "ranks"
+        write_rank_set(DEFAULT_SOURCE, folder, ranks, gzip_level=1)
+        size = sum(json_size(p) for p in folder.iterdir())
+        print(f"\n{ranks} rank traces of {DEFAULT_SOURCE.name}, {size / 1e6:.0f} MB of JSON; load average {load()}",
+              flush=True)
+        argv = [sys.executable, "-m", "gpudoctor", "analyze", str(folder), "--format", "json"]
+        serial = run_child([*argv, "--jobs", "1"])
+        parallel = run_child([*argv, "--jobs", str(jobs)])
+        same = _without_time(serial["stdout"]) == _without_time(parallel["stdout"])
+    speedup = serial["wall_s"] / parallel["wall_s"]
+    rows = ["| ranks | --jobs | wall | CPU (all processes) | peak RSS (largest process) | speedup | goal 0.8 × cores |",
+            "|---|---|---|---|---|---|---|",
+            f"| {ranks} | 1 | {serial['wall_s']:.2f} s | {serial['cpu_s']:.2f} s | {serial['rss'] / 1e6:.0f} MB | | |",
+            f"| {ranks} | {jobs} | {parallel['wall_s']:.2f} s | {parallel['cpu_s']:.2f} s | {parallel['rss'] / 1e6:.0f} MB "
+            f"| {speedup:.2f}× | {0.8 * jobs:.1f}× |",
+            f"reports identical: {same}; load average after: {load()}"]
+    print("\n".join(rows), flush=True)
+    return rows
+
+
+def _without_time(text: str) -> Any:
+    doc = json.loads(text)
+    doc.pop("elapsed_s", None)
+    for f in doc.get("findings", []):
+        f.pop("timestamp", None)
+    return doc
 
 
 def big_trace(size_mb: float, hta_python: Path | None) -> list[str]:
@@ -162,46 +230,48 @@ def big_trace(size_mb: float, hta_python: Path | None) -> list[str]:
         size, copies = write_synthetic(DEFAULT_SOURCE, path, size_mb)
         print(f"wrote {path}: {size / 1e6:.0f} MB ({copies} copies of {DEFAULT_SOURCE.name})", file=sys.stderr)
     size = path.stat().st_size
-    rows = []
-    for workers in ("1", "2"):
-        os.environ["GPUDOCTOR_TRACE_WORKERS"] = workers
-        gd = _run([sys.executable, "-c", GPUDOCTOR_SNIPPET, str(path)])
-        rows.append(f"| synthetic {size / 1e6:.0f} MB JSON | gpudoctor, {workers} process(es) | "
-                    f"{gd['phase_wall_s']:.1f} s | {gd['phase_cpu_s']:.1f} s | {size / 1e6 / gd['phase_wall_s']:.0f} MB/s | "
-                    f"{size / 1e6 / gd['phase_cpu_s']:.0f} MB/s | "
-                    f"{gd['rss'] / 1e6:.0f} MB | {gd['rss'] / size:.2f}× |")
-        print(rows[-1], flush=True)
-    os.environ.pop("GPUDOCTOR_TRACE_WORKERS", None)
+    print(f"\nsynthetic trace {size / 1e6:.0f} MB; load average {load()}", flush=True)
+    rows = ["| tool | wall | CPU (all threads) | MB/s per CPU-second | goal | peak RSS | RSS / JSON | goal |",
+            "|---|---|---|---|---|---|---|---|"]
+    gd = run_child([sys.executable, "-m", "gpudoctor", "analyze", str(path), "--format", "json", "--jobs", "1"])
+    rows.append(f"| gpudoctor | {gd['wall_s']:.1f} s | {gd['cpu_s']:.1f} s | {size / 1e6 / gd['cpu_s']:.0f} | ≥ 200 "
+                f"| {gd['rss'] / 1e6:.0f} MB | {gd['rss'] / size:.2f}× | ≤ 1.5× |")
+    print(rows[-1], flush=True)
     if hta_python is not None:
         with tempfile.TemporaryDirectory(prefix="gd_bench_") as tmp:
-            hta = _run([str(hta_python), "-c", HTA_SNIPPET, str(_hta_dir(path, Path(tmp)))])
-        rows.append(f"| synthetic {size / 1e6:.0f} MB JSON | HTA 0.5.0 | {hta['phase_wall_s']:.1f} s | "
-                    f"{hta['phase_cpu_s']:.1f} s | {size / 1e6 / hta['phase_wall_s']:.0f} MB/s | "
-                    f"{size / 1e6 / hta['phase_cpu_s']:.0f} MB/s | "
-                    f"{hta['rss'] / 1e6:.0f} MB | {hta['rss'] / size:.2f}× |")
+            hta = run_child([str(hta_python), "-c", HTA_SCRIPT, str(hta_dir(path, Path(tmp)))])
+        rows.append(f"| HTA 0.5.0 | {hta['wall_s']:.1f} s | {hta['cpu_s']:.1f} s | {size / 1e6 / hta['cpu_s']:.0f} | "
+                    f"| {hta['rss'] / 1e6:.0f} MB | {hta['rss'] / size:.2f}× | |")
         print(rows[-1], flush=True)
+    rows.append(f"load average after: {load()}")
+    print(rows[-1], flush=True)
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hta-venv", type=Path, default=Path("/tmp/htavenv"))
+    parser.add_argument("--hta-venv", type=Path, default=Path("/work/htavenv"))
+    parser.add_argument("--repeat", type=int, default=1, help="runs per measurement (interleaved; best kept)")
     parser.add_argument("--big-mb", type=float, default=1100.0)
+    parser.add_argument("--skip-hta", action="store_true")
     parser.add_argument("--skip-big", action="store_true")
-    parser.add_argument("--skip-real", action="store_true", help="only the big synthetic trace")
+    parser.add_argument("--skip-ranks", action="store_true")
     parser.add_argument("--big-hta", action="store_true", help="also run HTA on the big synthetic trace (slow)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per measurement (best wall time is kept)")
+    parser.add_argument("--ranks", type=int, default=16)
+    parser.add_argument("--only", default="", help="only the HTA-table traces whose label contains this")
     args = parser.parse_args()
     hta_python = ensure_hta_venv(args.hta_venv)
-    print(f"cores: {os.cpu_count()}, load average at start: {os.getloadavg()[0]:.1f}")
-    if not args.skip_real:
-        compare_on_real_traces(hta_python, args.repeat)
+    if not args.skip_hta:
+        compare_with_hta(hta_python, args.repeat, args.only)
+    import_cost()
+    if not args.skip_ranks:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cores = os.cpu_count() or 1
+        parallel_ranks(args.ranks, cores)
     if not args.skip_big:
-        print("| input | tool | load+analysis wall | CPU (all processes) | MB/s by wall | MB/s by CPU | peak RSS "
-              "| RSS / JSON |")
-        print("|---|---|---|---|---|---|---|---|", flush=True)
         big_trace(args.big_mb, hta_python if args.big_hta else None)
-    print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

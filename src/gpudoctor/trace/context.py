@@ -52,6 +52,7 @@ class Context:
         self.launch_by_corr: dict[int, int] = {}
         self.device: list[int] = []
         self.sync_calls: list[int] = []
+        self._device_step: dict[int, int] | None = None
         #: host events of the few names the metrics look for, by name id
         self.host_by_name: dict[int, list[int]] = {}
         #: per host thread, ``aten::`` op indices (for "which op issued this sync")
@@ -94,9 +95,27 @@ class Context:
         return None
 
     def step_of_device(self, t: EventTable, i: int) -> int | None:
-        """Step of a GPU event, by the host time of the call that launched it."""
-        launch = self.launch_by_corr.get(t.correlation[i])
-        return self.step_of(t.ts[launch]) if launch is not None else None
+        """Step of a GPU event, by the host time of the call that launched it (computed once for all)."""
+        if self._device_step is None:
+            self._device_step = self._device_steps(t)
+        return self._device_step.get(i)
+
+    def _device_steps(self, t: EventTable) -> dict[int, int]:
+        """Device event index → step index, for the device events launched inside a step."""
+        corr, ts, launch_by_corr = t.correlation, t.ts, self.launch_by_corr
+        starts, steps = self.step_starts, self.steps
+        out: dict[int, int] = {}
+        if not steps:
+            return out
+        for i in self.device:
+            launch = launch_by_corr.get(corr[i])
+            if launch is None:
+                continue
+            when = ts[launch]
+            k = bisect.bisect_right(starts, when) - 1
+            if k >= 0 and when <= steps[k][2]:
+                out[i] = k
+        return out
 
     def in_steps(self, ts_us: float) -> bool:
         return self.step_of(ts_us) is not None

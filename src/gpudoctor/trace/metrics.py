@@ -17,6 +17,7 @@ import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from gpudoctor.model import FactValue
@@ -270,8 +271,8 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
     device: list[list[tuple[float, float]]] = [[] for _ in range(ctx.n_steps)]
     found = False
     if coll_names:
-        for i, nid in enumerate(t.name):
-            if nid not in coll_names or t.stream[i] >= 0 or t.kind[i] not in HOST_KINDS:
+        for i in compress(range(len(t.name)), map(coll_names.__contains__, t.name)):
+            if t.stream[i] >= 0 or t.kind[i] not in HOST_KINDS:
                 continue
             for k, (_, a, b) in enumerate(ctx.steps):  # few steps: a linear scan is fine
                 s, e = max(a, t.ts[i]), min(b, t.ts[i] + t.dur[i])

@@ -57,7 +57,7 @@ from gpudoctor.trace.events import (
 from gpudoctor.trace.gunzip import GunzipStream
 
 #: Bytes of the traceEvents array decoded at once in chunked mode.
-CHUNK_BYTES = 16 * 1024 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024  # 16 MB decoded no faster and held 70 MB more of the df_index_resolver peak
 #: Plain-JSON traces at least this large are decoded by two processes (one per half).
 PARALLEL_MIN_BYTES = 256 * 1024 * 1024
 #: JSON without Kineto's one-event-per-block layout is decoded in one piece, up to this size.

@@ -42,7 +42,10 @@ def merge(intervals: Iterable[Interval]) -> list[Interval]:
     running_max = list(accumulate(ends, max))
     firsts = [0, *compress(range(1, n), map(gt, starts[1:], running_max))]
     lasts = [*firsts[1:], n]
-    return [(starts[f], ends[f] if last - f == 1 else max(ends[f:last])) for f, last in zip(firsts, lasts)]
+    # A group's end is the running maximum at its last interval (earlier groups end before it starts),
+    # unless its first interval is inverted (end < start, possible after HTA's ns rounding).
+    return [(starts[f], running_max[last - 1] if ends[f] >= starts[f] else max(ends[f:last]))
+            for f, last in zip(firsts, lasts)]
 
 
 def total(merged: Sequence[Interval]) -> float:
