@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor.boundedio import InputFileError, loads_toml, read_regular_text
+from gpudoctor.boundedio import InputFileError, loads_toml, read_regular_text
 from gpudoctor.catalog.expr import Condition, ExpressionError, Template
 from gpudoctor.catalog.impact import ImpactModel, parse_impact
 from gpudoctor.model import Fix, Severity, Source
@@ -35,6 +36,8 @@ HEADINGS = (
 )
 CODE_RE = re.compile(r"^GD\d{3}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+#: A rule file larger than this is refused (the largest built-in one is a few KiB).
+MAX_RULE_FILE_BYTES = 1024 * 1024
 #: A rule file larger than this is refused (the largest built-in one is a few KiB).
 MAX_RULE_FILE_BYTES = 1024 * 1024
 _FENCE_RE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```", re.S | re.M)
@@ -104,7 +107,7 @@ def parse_rule_text(text: str, origin: str = "<rule>", path: Path | None = None)
     """Parse a rule file's text. Raises :class:`RuleFileError` naming ``origin``."""
     try:
         return _parse(text, path)
-    except (ExpressionError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
+    except (ExpressionError, ValueError, KeyError, TypeError, AttributeError, tomllib.TOMLDecodeError) as exc:
         raise RuleFileError(f"{origin}: {exc}") from None
 
 
@@ -147,9 +150,9 @@ def _parse(text: str, path: Path | None) -> Rule:
         options=options,
         sections=sections,
         fix=_parse_fix(sections.get("Fix", "")),
-        evidence=tuple(meta.get("evidence", ())),
+        evidence=_names(meta.get("evidence", ()), "evidence"),
         path=path,
-        tags=tuple(meta.get("tags", ())),
+        tags=_names(meta.get("tags", ()), "tags"),
     )
 
 
@@ -166,6 +169,13 @@ def _parse_when(raw: dict[str, Any], options: dict[str, Any], impact: ImpactMode
         needs=str(raw.get("needs", "")),
         impact=parse_impact(raw["impact"]) if "impact" in raw else impact,
     )
+
+
+def _names(value: Any, key: str) -> tuple[str, ...]:
+    """A front-matter list of names (``evidence``, ``tags``); anything else is a ValueError naming the key."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{key} must be a list of names")
+    return tuple(value)
 
 
 def _split_sections(body: str) -> dict[str, str]:
