@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor.boundedio import InputFileError, loads_toml, read_regular_text
-from gpudoctor.boundedio import InputFileError, loads_toml, read_regular_text
 from gpudoctor.catalog.expr import Condition, ExpressionError, Template
 from gpudoctor.catalog.impact import ImpactModel, parse_impact
 from gpudoctor.model import Fix, Severity, Source
@@ -36,8 +35,6 @@ HEADINGS = (
 )
 CODE_RE = re.compile(r"^GD\d{3}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-#: A rule file larger than this is refused (the largest built-in one is a few KiB).
-MAX_RULE_FILE_BYTES = 1024 * 1024
 #: A rule file larger than this is refused (the largest built-in one is a few KiB).
 MAX_RULE_FILE_BYTES = 1024 * 1024
 _FENCE_RE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```", re.S | re.M)
