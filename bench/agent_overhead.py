@@ -37,6 +37,23 @@ if str(REPO / "src") not in sys.path:
 # The training loop (child process)
 # ---------------------------------------------------------------------------------------------
 
+class _DecodedImages:
+    """A dataset whose every sample burns ``decode_ms`` of real CPU (a busy loop, like JPEG decoding):
+    with workers on every core, the job saturates the CPU — the case where the agent's CPU matters most."""
+
+    def __init__(self, data: object, decode_ms: float) -> None:
+        self.data, self.decode_s = data, decode_ms / 1e3
+
+    def __len__(self) -> int:
+        return len(self.data)  # type: ignore[arg-type]
+
+    def __getitem__(self, i: int) -> object:
+        end = time.thread_time() + self.decode_s
+        while time.thread_time() < end:
+            pass
+        return self.data[i]  # type: ignore[index]
+
+
 def _child(args: argparse.Namespace) -> None:
     import torch
     from torch.utils.data import DataLoader, TensorDataset
@@ -58,7 +75,12 @@ def _child(args: argparse.Namespace) -> None:
         data = TensorDataset(torch.randn(args.batch * 16, 3, 32, 32), torch.randint(0, 10, (args.batch * 16,)))
     model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loader = DataLoader(data, batch_size=args.batch, shuffle=True, num_workers=0, drop_last=True)
+    workers = (os.cpu_count() or 1) if args.workers < 0 else args.workers
+    if args.decode_ms > 0:
+        data = _DecodedImages(data, args.decode_ms)  # type: ignore[assignment]
+    loader = DataLoader(data, batch_size=args.batch, shuffle=True, num_workers=workers, drop_last=True,
+                        pin_memory=device.type == "cuda", persistent_workers=workers > 0,
+                        prefetch_factor=4 if workers > 0 else None)
 
     def control() -> None:   # in-process mode: "on"/"off" on stdin start/stop the agent from this thread
         from gpudoctor.agent import runtime
@@ -83,6 +105,8 @@ def _child(args: argparse.Namespace) -> None:
             steps += 1
             if steps % 10 == 0 and device.type == "cuda":
                 loss.item()        # a sync every 10 steps, as a logging loop would
+            for _ in range(args.syncs_per_step):
+                loss.item()        # the per-step syncs GD301 is about (counted on sampled steps)
             now = time.perf_counter()
             if now >= next_tick:
                 print(f"tick {now:.6f} {steps}", flush=True)
@@ -144,10 +168,30 @@ def _micro(args: argparse.Namespace) -> None:
     for _ in range(n):
         agent.torch_hooks._on_optimizer_step(opt, (), {})
     hook_us = (time.thread_time() - start) / n * 1e6
+    # The backward-pass boundary's body, as an optimizer loop pays it (ignored: the optimizer marks steps).
+    start = time.thread_time()
+    for _ in range(n):
+        agent.torch_hooks._on_backward()
+    backward_us = (time.thread_time() - start) / n * 1e6
+    # .item() with the sampled-step sync wrappers on vs off (what a counted step pays per sync call).
+    tensor = torch.ones(1)
+    agent.syncs.count_cpu = True
+    item_off = _per_call_us(tensor.item, 200000)
+    agent.syncs._arm()
+    item_on = _per_call_us(tensor.item, 200000)
+    agent.syncs._disarm()
     runtime.detach()
     print(json.dumps({"step_off": statistics.median(base["step"]), "step_delta": statistics.median(diffs["step"]),
                       "batch_off": statistics.median(base["batch"]),
-                      "batch_delta": statistics.median(diffs["batch"]), "hook_body_us": hook_us}), flush=True)
+                      "batch_delta": statistics.median(diffs["batch"]), "hook_body_us": hook_us,
+                      "backward_hook_us": backward_us, "item_off_us": item_off, "item_on_us": item_on}), flush=True)
+
+
+def _per_call_us(fn: object, n: int) -> float:
+    start = time.thread_time()
+    for _ in range(n):
+        fn()  # type: ignore[operator]
+    return (time.thread_time() - start) / n * 1e6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,6 +294,11 @@ def main(argv: list[str] | None = None, defaults: dict[str, object] | None = Non
     p.add_argument("--mode", default="auto", choices=["auto", "inject", "inprocess"])
     p.add_argument("--micro-steps", type=int, default=3000)
     p.add_argument("--micro-rounds", type=int, default=40)
+    p.add_argument("--workers", type=int, default=0, help="DataLoader workers (-1: one per core)")
+    p.add_argument("--decode-ms", type=float, default=0.0, help="CPU busy time per sample in the Dataset")
+    p.add_argument("--syncs-per-step", type=int, default=0, help=".item() calls per step in the loop")
+    p.add_argument("--no-micro", action="store_true", help="skip the per-call micro benchmark")
+    p.add_argument("--no-profile", action="store_true", help="skip the 3-step profile window")
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--micro", action="store_true", help=argparse.SUPPRESS)
@@ -270,7 +319,8 @@ def main(argv: list[str] | None = None, defaults: dict[str, object] | None = Non
         return 0
 
     common = ["--device", args.device, "--model", args.model, "--width", str(args.width), "--batch",
-              str(args.batch), "--threads", str(args.threads), "--mode", args.mode]
+              str(args.batch), "--threads", str(args.threads), "--mode", args.mode, "--workers", str(args.workers),
+              "--decode-ms", str(args.decode_ms), "--syncs-per-step", str(args.syncs_per_step)]
     loop = Loop([sys.executable, __file__, "--child", *common])
     try:
         if not loop.ready.wait(300):
@@ -288,13 +338,15 @@ def main(argv: list[str] | None = None, defaults: dict[str, object] | None = Non
                 rate, ms = _attached_window(loop, args.mode, args.window_s, seen)
                 on.append(rate)
                 attach_ms.append(ms)
-        profile = _profile_once(loop, args.mode)
+        profile = _profile_once(loop, args.mode) if not args.no_profile else {}
     finally:
         loop.stop()
-    micro_out = subprocess.run([sys.executable, __file__, "--micro", "--micro-steps", str(args.micro_steps),
-                                "--micro-rounds", str(args.micro_rounds)], capture_output=True, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO / "src")}, timeout=600)
-    micro = json.loads(micro_out.stdout.strip().splitlines()[-1]) if micro_out.returncode == 0 else {}
+    micro: dict[str, float] = {}
+    if not args.no_micro:
+        micro_out = subprocess.run([sys.executable, __file__, "--micro", "--micro-steps", str(args.micro_steps),
+                                    "--micro-rounds", str(args.micro_rounds)], capture_output=True, text=True,
+                                   env={**os.environ, "PYTHONPATH": str(REPO / "src")}, timeout=600)
+        micro = json.loads(micro_out.stdout.strip().splitlines()[-1]) if micro_out.returncode == 0 else {}
     _print_table(args, off, on, attach_ms, micro, seen, profile)
     if args.json:
         print(json.dumps({"device": args.device, "model": args.model, "mode": args.mode, "off_steps_per_s": off,
@@ -334,9 +386,14 @@ def _print_table(args: argparse.Namespace, off: list[float], on: list[float], at
         print(f"{name:<10}{statistics.mean(values):>14.2f}{statistics.stdev(values):>8.2f}"
               f"{statistics.median(values):>10.2f}{min(values):>10.2f}{max(values):>10.2f}")
     print(f"change of mean steps/s when attached: {change:+.2f} % (95 % CI {low:+.2f} … {high:+.2f} %)")
+    print(f"attached throughput: {100 * statistics.mean(on) / statistics.mean(off):.2f} % of detached "
+          f"(goal >= 99.5 %)")
     print(f"attach (injection + first answer): median {statistics.median(attach_ms):.0f} ms")
     if micro:
         print(f"step hook body alone: {micro['hook_body_us']:.2f} µs CPU per optimizer.step() (tight loop)")
+        print(f"backward-pass boundary body: {micro.get('backward_hook_us', 0):.2f} µs per backward (optimizer loop); "
+              f".item() {micro.get('item_off_us', 0):.2f} µs, {micro.get('item_on_us', 0):.2f} µs on a sampled step "
+              f"(1 in 7)")
         print(f"paired blocks (thread CPU time), median change: optimizer.step() {micro['step_delta']:+.2f} µs on "
               f"{micro['step_off']:.2f} µs; DataLoader batch {micro['batch_delta']:+.2f} µs on {micro['batch_off']:.2f} µs")
     print(f"machine load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
@@ -346,6 +403,12 @@ def _print_table(args: argparse.Namespace, off: list[float], on: list[float], at
               f"p50 {getattr(last, 'step_time_p50_ms', 0) or 0:.2f} ms, data wait "
               f"{getattr(last, 'data_wait_pct', 0) or 0:.1f} %, CUDA allocated "
               f"{getattr(last, 'cuda_mem_allocated_mib', None)} MiB")
+        print(f"agent's syncs and copies: {getattr(last, 'host_syncs_per_step', None)} host syncs/step "
+              f"({getattr(last, 'host_sync_ms_per_step', None)} ms blocked), H2D "
+              f"{getattr(last, 'h2d_mib_per_step', None)} MiB/step in {getattr(last, 'h2d_ms_per_step', None)} ms "
+              f"host time, {getattr(last, 'h2d_pinned_pct', None)} % pinned; steps from {getattr(last, 'step_source', '?')}")
+    if not profile:
+        return
     print(f"profile window of 3 steps: {profile['status']} in {profile['seconds']} s, trace {profile['trace_mib']} MiB, "
           f"{profile['profiler_steps']} ProfilerStep ranges, {profile['gpu_kernels']} GPU kernels")
 

@@ -171,3 +171,10 @@ def test_device_files_map_a_target_whose_pids_nvml_cannot_see() -> None:
     finally:
         nvml_mod.device_minors = original
     assert gpu.target_pids == (10,) and gpu.other_pids == (), "the one NVML process is the target itself"
+
+
+def test_gd301_live_block_reads_the_agents_sync_count() -> None:
+    # host_syncs_per_step is what the agent's sampled sync counter reports (tests/agent/test_steps.py)
+    steps = StepStats(time.time(), 400, 40, host_syncs_per_step=3.0, host_sync_ms_per_step=0.4)
+    assert "GD301" in _codes([_gpu(util_pct=55.0)], steps=steps)
+    assert "GD301" not in _codes([_gpu(util_pct=55.0)], steps=StepStats(time.time(), 400, 40, host_syncs_per_step=0.0))

@@ -5,7 +5,7 @@ Why: GD301's live block needs ``host_syncs_per_step`` (``.item()``, ``float(t)``
 queue), and the input-bound rules need what host-to-device copies cost per step. torch's own
 ``set_sync_debug_mode`` warns but cannot count, and a profiler is far too heavy to leave on.
 
-How: on one step in :data:`SAMPLE_EVERY` the agent puts thin wrappers on those ``torch.Tensor``
+How: on one step every :data:`SAMPLE_INTERVAL_S` (at most) the agent puts thin wrappers on those ``torch.Tensor``
 methods and ``torch.cuda`` functions at the step boundary (training thread), counts and times the
 calls during that step, and takes the wrappers off again at the next boundary. Between sampled
 steps nothing of the program's calls is touched; a wrapper costs ~0.5 µs per call while it is on.
@@ -23,8 +23,11 @@ from array import array
 from time import perf_counter as _perf
 from typing import Any
 
-#: One step in this many is counted (a prime, so a loop that logs every 10 or 100 steps is sampled fairly).
-SAMPLE_EVERY = 7
+#: The next step that starts this long after the last sampled one is counted. Putting the wrappers on
+#: and off costs ~20 µs (torch.Tensor's attribute cache is rebuilt), so a time-based rate bounds the
+#: cost at ~0.01 % of any loop, however short its steps; the phase drifts against a loop that logs
+#: every N steps, so periodic syncs are sampled fairly over a window.
+SAMPLE_INTERVAL_S = 0.2
 HISTORY = 64
 _TENSOR_SYNC_METHODS = ("item", "tolist", "__float__", "__int__", "__bool__")
 
@@ -42,6 +45,7 @@ class SyncCounter:
         self.h2d_pinned_bytes = 0
         self.h2d_s = 0.0
         self.sampled = 0
+        self.next_sample_t = 0.0                              # perf_counter time of the next sampled step
         self.hist_syncs = array("d", bytes(8 * HISTORY))
         self.hist_sync_s = array("d", bytes(8 * HISTORY))
         self.hist_h2d_bytes = array("d", bytes(8 * HISTORY))
@@ -50,8 +54,8 @@ class SyncCounter:
 
     # -- step boundaries (training thread) ----------------------------------------------------
 
-    def on_step(self, steps_total: int, allowed: bool) -> None:
-        """At a step boundary: close a sampled step, and open the next one every SAMPLE_EVERY steps."""
+    def on_step(self, now: float, allowed: bool) -> None:
+        """At a step boundary (``now``: perf_counter): close a sampled step; open one when it is time."""
         if self.armed:
             self._disarm()
             i = self.sampled % HISTORY
@@ -59,9 +63,12 @@ class SyncCounter:
             self.hist_h2d_bytes[i], self.hist_pinned[i], self.hist_h2d_s[i] = (
                 self.h2d_bytes, self.h2d_pinned_bytes, self.h2d_s)
             self.sampled += 1
-        if allowed and steps_total % SAMPLE_EVERY == 3:
+            self.next_sample_t = now + SAMPLE_INTERVAL_S
+        elif allowed and now >= self.next_sample_t:
             self.syncs, self.sync_s, self.h2d_bytes, self.h2d_pinned_bytes, self.h2d_s = 0, 0.0, 0, 0, 0.0
             self._arm()
+        else:
+            self.next_sample_t = now + SAMPLE_INTERVAL_S
 
     def reset(self) -> None:
         """Forget the samples (the step source changed: old samples describe other 'steps')."""

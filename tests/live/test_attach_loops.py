@@ -1,0 +1,77 @@
+"""``gpudoctor attach`` on loops without a torch.optim step, end to end: real CPU torch processes,
+the agent injected, a profile window, and ``--duration`` kept whatever the target does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from live_helpers import REPO, run_cli, stop
+
+pytest.importorskip("hypno", reason="the optional injector (gpudoctor[inject]) is not installed")
+
+MANUAL_LOOP = REPO / "tests" / "agent" / "manual_loop.py"
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, str(MANUAL_LOOP), "--seconds", "120", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("tick") and int(line.split()[2]) > 20:
+            return proc
+        assert proc.poll() is None, "the loop exited"
+    raise AssertionError("the loop made no steps")
+
+
+@pytest.fixture
+def manual_loop() -> Iterator[subprocess.Popen[str]]:
+    proc = _start("--mode", "manual", "--load-ms", "4", "--compute-ms", "3")
+    yield proc
+    stop(proc)
+
+
+@pytest.fixture
+def idle_loop() -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen([sys.executable, str(MANUAL_LOOP), "--mode", "never", "--seconds", "120"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
+    yield proc
+    stop(proc)
+
+
+def test_manual_update_loop_gets_step_times_data_wait_and_a_profile(manual_loop: subprocess.Popen[str]) -> None:
+    proc = run_cli("attach", str(manual_loop.pid), "--duration", "25", "--profile", "3", "--no-stacks",
+                   "--format", "json", timeout_s=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    steps = report["steps"]
+    assert steps["step_source"] == "backward"
+    assert steps["steps_total"] > 20 and steps["step_time_p50_ms"] >= 7.0   # 4 ms of loading + 3 ms of sleep
+    assert steps["data_wait_pct"] is not None and steps["data_wait_pct"] > 20
+    agent = report["agent"]
+    assert agent["profile_state"] == "done", (agent, report["notes"])
+    assert any("analysed" in note for note in report["notes"]), report["notes"]
+    assert manual_loop.poll() is None
+
+
+def test_duration_is_kept_on_a_loop_that_never_steps(idle_loop: subprocess.Popen[str]) -> None:
+    started = time.monotonic()
+    proc = run_cli("attach", str(idle_loop.pid), "--duration", "10", "--profile", "5", "--no-stacks",
+                   "--format", "json", timeout_s=120)
+    took = time.monotonic() - started
+    assert proc.returncode in (0, 1), proc.stderr
+    assert took <= 15.0, took
+    report = json.loads(proc.stdout)
+    assert any("time window" in note for note in report["notes"]), report["notes"]
+    assert idle_loop.poll() is None
+    trace = report["agent"].get("profile_trace_path")
+    if trace:
+        Path(trace).unlink(missing_ok=True)
