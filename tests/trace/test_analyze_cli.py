@@ -38,9 +38,9 @@ def test_json_has_per_rank_metrics_and_findings(trace_file: Callable[[str], Path
 
 def test_fail_on_critical_and_output_file(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
     out = tmp_path / "report.md"
-    proc = _run(trace_file("h200/resnet_bf16.json.gz"), "--format", "markdown", "-o", out, "--fail-on", "critical")
-    assert proc.returncode == 0, proc.stderr  # only warnings there (channels_last ~1.2x)
-    assert "GD203" in out.read_text()
+    proc = _run(trace_file("public/hta/ns_resolution_trace"), "--format", "markdown", "-o", out, "--fail-on", "critical")
+    assert proc.returncode == 0, proc.stderr  # only warnings there (a V100: no measured ratios, declared severities)
+    assert "GD201" in out.read_text()
     assert proc.stdout == ""
 
 

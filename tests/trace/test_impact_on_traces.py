@@ -41,7 +41,7 @@ def test_gpu_bound_fp32_model_estimates_bf16_from_kernel_time(trace_file: Callab
     gd201 = _by_code(report)["GD201"]
     assert gd201.impact is not None
     assert 1.3 < gd201.impact.est_speedup_low <= gd201.impact.est_speedup_high < 2.2
-    assert gd201.impact.cost_ms_per_step == pytest.approx(11.14, abs=0.2)
+    assert gd201.impact.cost_ms_per_step == pytest.approx(14.9, abs=0.3)  # the GEMM/conv part of the step picture
     assert report.findings[0].code == "GD201"
     assert report.bottleneck is not None and report.bottleneck.bound == "gpu-compute"
 

@@ -54,7 +54,9 @@ step_count                               trace:rank                             
 has_steps                                trace:rank                                    bool    trace.metrics    whether the trace has ProfilerStep#N boundaries
 step_time_p50_ms                         trace:rank,straggler                          ms      trace.metrics    median step time over the profiled steps
 step_time_max_ms                         trace:rank                                    ms      trace.metrics    longest profiled step
-step_time_ms                             trace:rank                                    ms      trace.bottleneck mean profiled step time: what the impact estimates and the step parts start from
+step_time_ms                             trace:rank                                    ms      trace.bottleneck the step without the profiler: profiled step less the host time Kineto adds (never below the GPU's busy time); what impact estimates start from
+profiled_step_ms                         trace:rank                                    ms      trace.bottleneck mean profiled step time (ProfilerStep spans): what the step parts add up to
+gemm_lowp_ms_per_step                    trace:rank                                    ms      trace.bottleneck bf16/fp16 tensor-core GEMM/conv kernel time per step
 kernel_time_us                           trace:rank                                    us      trace.metrics    last GPU event end − first GPU event start (HTA's kernel_time)
 idle_pct                                 trace:rank                                    %       trace.metrics    GPU idle share of kernel_time (HTA temporal breakdown)
 compute_pct                              trace:rank                                    %       trace.metrics    union of computation kernels as a share of kernel_time (HTA)
@@ -103,6 +105,10 @@ k_tf32_to_bf16_low                       trace:rank                             
 k_tf32_to_bf16_high                      trace:rank                                    ratio   catalog.throughput the same ratio, high end
 k_fp32_to_tf32_low                       trace:rank                                    ratio   catalog.throughput fp32 CUDA-core ÷ TF32 GEMM/conv kernel-time ratio, low end
 k_fp32_to_tf32_high                      trace:rank                                    ratio   catalog.throughput the same ratio, high end
+k_fp32_matmul_to_bf16_low                trace:rank                                    ratio   catalog.throughput fp32 CUDA-core ÷ bf16 tensor-core matmul (not convolution) kernel-time ratio, low end
+k_fp32_matmul_to_bf16_high               trace:rank                                    ratio   catalog.throughput the same ratio, high end
+k_fp32_matmul_to_tf32_low                trace:rank                                    ratio   catalog.throughput fp32 CUDA-core ÷ TF32 matmul kernel-time ratio, low end
+k_fp32_matmul_to_tf32_high               trace:rank                                    ratio   catalog.throughput the same ratio, high end
 layout_transform_pct                     trace:rank                                    %       trace.metrics    share of compute-kernel time in layout transforms (nchwToNhwc …)
 layout_transform_ms_per_step             trace:rank                                    ms      trace.metrics    layout-transform kernel time per step
 max_gpu_gap_ms                           trace:rank                                    ms      trace.metrics    longest gap without GPU work inside the steps
