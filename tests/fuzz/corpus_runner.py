@@ -24,6 +24,7 @@ Used by ``test_corpus.py`` (asserts) and ``make_table.py`` (writes docs/bad-inpu
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,14 +76,24 @@ class Outcome:
 
     @property
     def message(self) -> str:
-        """What the user is told: stderr's line, else a rule-error note, else the report's first line."""
+        """What the user is told: stderr's line; else a note about what was skipped or failed; else the
+        first finding line (``check``) or the summary line with the codes found."""
         if self.stderr.strip():
             return self.stderr.strip().splitlines()[0]
-        lines = self.stdout.splitlines()
+        lines = [line.strip() for line in self.stdout.splitlines() if line.strip()]
         for line in lines:
-            if "rule error" in line or "not checked" in line or "could not" in line:
-                return line.strip()
-        return lines[0].strip() if lines else ""
+            if line.startswith("note:") and any(word in line for word in _TELLING):
+                return line
+        for line in lines:
+            if re.match(r"\S+:\d+:\d+: GD\d{3} ", line):
+                return line
+        codes = ", ".join(dict.fromkeys(re.findall(r"\bGD\d{3}\b", self.stdout)))
+        summary = next((line for line in lines if re.match(r"(\d+ finding|No problems)", line)), lines[0] if lines else "")
+        return f"{summary} ({codes})" if codes else summary
+
+
+#: Words of a note that says what was not analysed (shown in preference to the summary).
+_TELLING = ("rule error", "not checked", "could not", "malformed", "skipped", "missing", "corrupt")
 
 
 def load_cases(corpus: Path = CORPUS) -> list[Case]:
