@@ -69,15 +69,24 @@ class Harness:
         self.pending: list[tuple[Scenario, tuple[str, ...], list[dict[str, Any]], dict[str, Any]]] = []
 
     # -- one run ---------------------------------------------------------------------------------
-    def duration_for(self, sc: Scenario, applied: tuple[str, ...]) -> float:
-        """--duration of a run: the base window, plus the compile time when a fix compiles the model."""
+    def compile_extra(self, sc: Scenario, applied: tuple[str, ...]) -> float:
         if not any(k in COMPILING_KINDS for k in applied):
-            return float(self.args.duration)
+            return 0.0
         extra = self.args.compile_extra_s
-        return float(self.args.duration + (extra if extra is not None else 150.0 if self.ctx.cpu else sc.compile_s))
+        return float(extra if extra is not None else 150.0 if self.ctx.cpu else sc.compile_s)
+
+    def duration_for(self, sc: Scenario, applied: tuple[str, ...]) -> float:
+        """--duration: the base window, plus (``run``: the watch starts at launch) the compile time."""
+        extra = self.compile_extra(sc, applied) if self.args.launch == "run" else 0.0
+        return float(self.args.duration + extra)
+
+    def warmup_for(self, sc: Scenario, applied: tuple[str, ...]) -> float:
+        """``attach``: the longest wait for the script's first progress line before attaching anyway."""
+        return float(self.args.attach_wait_s + self.compile_extra(sc, applied))
 
     def cost(self, sc: Scenario, applied: tuple[str, ...]) -> float:
-        return self.duration_for(sc, applied) + self.args.startup_s
+        wait = self.warmup_for(sc, applied) if self.args.launch == "attach" else 0.0
+        return self.duration_for(sc, applied) + wait + self.args.startup_s
 
     def run(self, sc: Scenario, applied: tuple[str, ...], forced: bool = False) -> dict[str, Any] | None:
         """Run ``sc`` with the fixes ``applied`` (in order) under gpudoctor; None when out of budget."""
@@ -97,7 +106,8 @@ class Harness:
         report_path, log_path = self.ctx.work / f"{stem}.json", self.ctx.work / f"{stem}.log"
         report_path.unlink(missing_ok=True)
         duration = self.duration_for(sc, applied)
-        cmd = [*self.args.gpudoctor, "run", "--duration", f"{duration:g}", "--profile", str(self.args.profile),
+        profile = ["--profile", str(self.args.profile)] if self.args.profile else []   # 0: the automatic window
+        cmd = [*self.args.gpudoctor, "run", "--duration", f"{duration:g}", *profile,
                "--format", "json", "-o", str(report_path), "--no-dashboard", "--fail-on", "critical",
                "--", self.ctx.python, *script_args]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **sc.env)
@@ -105,10 +115,19 @@ class Harness:
             env["PYTHONPATH"] = os.pathsep.join(str(Path(x).resolve()) for x in env["PYTHONPATH"].split(os.pathsep) if x)
         if self.ctx.cpu:
             env.setdefault("CUDA_VISIBLE_DEVICES", "")
-        say(f"  run {sc.name} [{label}] D={duration:g}s: {' '.join(script_args)}")
-        res = procs.run_until_report(cmd, sc.cwd(self.ctx), env, report_path, log_path,
-                                     timeout_s=min(duration + self.args.startup_s + 30.0,
-                                                   max(30.0, self.budget.left())))
+        say(f"  run {sc.name} [{label}] {self.args.launch} D={duration:g}s: {' '.join(script_args)}")
+        if self.args.launch == "run":
+            res = procs.run_until_report(cmd, sc.cwd(self.ctx), env, report_path, log_path,
+                                         timeout_s=min(duration + self.args.startup_s + 30.0,
+                                                       max(30.0, self.budget.left())))
+        else:   # attach once the script prints its own progress (or after the warm-up wait)
+            gd = [*self.args.gpudoctor, "attach", "--duration", f"{duration:g}", *profile,
+                  "--format", "json", "-o", str(report_path), "--fail-on", "critical"]
+            wait_s = self.warmup_for(sc, applied)
+            res = procs.run_attached([self.ctx.python, *script_args], gd, sc.cwd(self.ctx), env, report_path,
+                                     log_path, lambda text: reportread.wall_rate(sc.wall, text, 1) is not None,
+                                     wait_s, timeout_s=min(wait_s + duration + self.args.startup_s + 30.0,
+                                                           max(30.0, self.budget.left())))
         rec: dict[str, Any] = {"scenario": sc.name, "variant": label, "applied": list(applied), "forced": forced,
                                "cmd": [self.ctx.python, *script_args], "duration_s": duration,
                                "wall_s": round(res.wall_s, 1), "ended_by": res.ended_by, "rc": res.returncode}
@@ -212,6 +231,31 @@ class Harness:
         return st
 
 
+PROBE = """
+import importlib, json, sys
+sys.path.insert(0, sys.argv[1])          # the timm checkout, as benchmark.py sees it from its folder
+out = {"python": sys.version.split()[0]}
+for name in ("torch", "torchvision", "timm", "lightning", "transformers", "accelerate", "jsonargparse",
+             "numpy", "PIL", "gpudoctor"):
+    try:
+        out[name] = getattr(importlib.import_module(name), "__version__", "?")
+    except Exception as exc:
+        out[name] = f"missing ({type(exc).__name__}: {exc})"[:160]
+import torch
+out["torch_cuda"] = torch.version.cuda
+print(json.dumps(out))
+"""
+
+
+def probe_env(ctx: Ctx) -> dict[str, Any]:
+    """Package versions the scripts will see (no CUDA context is opened)."""
+    rc, text = procs.run_bounded([ctx.python, "-c", PROBE, str(ctx.scripts / "timm")], timeout_s=90.0)
+    try:
+        return dict(json.loads(text.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        return {"probe_failed": f"rc {rc}: {text[-300:]}"}
+
+
 def _ratio(a: Any, b: Any) -> float | None:
     return round(a / b, 3) if isinstance(a, int | float) and isinstance(b, int | float) and b > 0 else None
 
@@ -281,7 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=None, help="gpudoctor run --duration (s)")
     p.add_argument("--compile-extra-s", type=float, default=None, help="added to --duration for compiled runs (default: per scenario, 60-75 s; CPU 150 s)")
     p.add_argument("--startup-s", type=float, default=None, help="expected start/stop cost of a run (s)")
-    p.add_argument("--profile", type=int, default=None, help="gpudoctor run --profile N")
+    p.add_argument("--profile", type=int, default=0,
+                   help="pass --profile N (armed at once); default 0: gpudoctor's automatic 5-step window, "
+                        "taken once steps are seen (after a compile, after start-up)")
+    p.add_argument("--launch", choices=["run", "attach"], default="run",
+                   help="run: `gpudoctor run -- script` (default); attach: start the script, then "
+                        "`gpudoctor attach --duration` once it prints progress (a profile of steady steps)")
+    p.add_argument("--attach-wait-s", type=float, default=None,
+                   help="attach: longest wait for the first progress line (plus compile time)")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or REPO / "bench" / "results" / "realscripts"))
     p.add_argument("--work", type=Path, default=None, help="temporary folder (default: a new one)")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs the scripts")
@@ -291,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     args.force_fixes = args.force_fixes or cpu
     args.duration = args.duration or (60.0 if cpu else 25.0)
     args.startup_s = args.startup_s or (40.0 if cpu else 15.0)
-    args.profile = args.profile or (2 if cpu else 5)
+    args.attach_wait_s = args.attach_wait_s if args.attach_wait_s is not None else (90.0 if cpu else 30.0)
     args.gpudoctor = args.gpudoctor.split()
     args.skip_kinds = {k for k in args.skip_kinds.split(",") if k}
     scripts = args.scripts.resolve()
@@ -303,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     ctx = Ctx(scripts=scripts, work=work.resolve(), cpu=cpu, python=args.python)
     h = Harness(args, ctx)
+    env_versions = probe_env(ctx)
+    say(f"environment: {json.dumps(env_versions)}")
     chosen = [s for s in SCENARIOS if (args.part == "all" or str(s.part) == args.part)
               and (not args.only or s.name in args.only)]
     say(f"realscripts: part {args.part}, {len(chosen)} scenarios, budget {args.budget_s:.0f}s, "
@@ -326,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"realscripts_part{args.part}"
     Path(f"{stem}.json").write_text(json.dumps(
-        {"part": args.part, "cpu": cpu, "budget_s": args.budget_s, "scripts": str(scripts),
-         "settings": {"duration": args.duration, "compile_extra_s": args.compile_extra_s,
+        {"part": args.part, "cpu": cpu, "budget_s": args.budget_s, "scripts": str(scripts), "env": env_versions,
+         "settings": {"launch": args.launch, "duration": args.duration, "compile_extra_s": args.compile_extra_s,
                       "profile": args.profile}, "fix_kinds": h.kinds, "summary": summ,
          "runs": h.runs, "stages": h.stages, "alternatives": h.alternatives}, indent=1, default=str))
     Path(f"{stem}.txt").write_text(text + "\n\n" + json.dumps(summ, indent=1) + "\n")

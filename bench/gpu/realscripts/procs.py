@@ -119,9 +119,10 @@ def run_until_report(cmd: list[str], cwd: Path, env: dict[str, str], report: Pat
                        time.monotonic() - started, ended_by, text)
 
 
-def run_bounded(cmd: list[str], timeout_s: float, cwd: Path | None = None) -> tuple[int, str]:
-    """A short helper command (probe, data generation): (rc, output), rc 124 on timeout."""
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+def run_bounded(cmd: list[str], timeout_s: float, cwd: Path | None = None,
+                env: dict[str, str] | None = None) -> tuple[int, str]:
+    """A bounded helper command (probe, ``gpudoctor attach``): (rc, output), rc 124 on timeout."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_die_with_parent)
     _LIVE_GROUPS.add(proc.pid)
     try:
@@ -131,3 +132,38 @@ def run_bounded(cmd: list[str], timeout_s: float, cwd: Path | None = None) -> tu
         return 124, f"timed out after {timeout_s:.0f} s"
     finally:
         kill_group(proc.pid, grace_s=1.0, leader=proc)
+
+
+def run_attached(script: list[str], gd_attach: list[str], cwd: Path, env: dict[str, str], report: Path,
+                 log: Path, ready: Any, wait_s: float, timeout_s: float) -> ChildResult:
+    """Start ``script`` itself; once ``ready(log text)`` is true (its own progress lines: it is
+    training) or ``wait_s`` passed, run ``gd_attach + [pid]`` (``gpudoctor attach --duration …``) on it;
+    then end both process groups. The attach command's output is appended to the log."""
+    started = time.monotonic()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(script, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_die_with_parent)
+    _LIVE_GROUPS.add(proc.pid)
+    ended_by = "timeout"
+    gd_log = log.with_suffix(".attach.log")
+    try:
+        while time.monotonic() - started < wait_s and proc.poll() is None:
+            if ready(log.read_text(errors="replace")):
+                break
+            time.sleep(0.5)
+        if proc.poll() is not None:
+            ended_by = "exited"
+        else:
+            left = max(10.0, timeout_s - (time.monotonic() - started))
+            rc, text = run_bounded([*gd_attach, str(proc.pid)], timeout_s=left, cwd=cwd, env=env)
+            gd_log.write_text(text)
+            ended_by = "report" if report.exists() and _report_complete(report) else f"attach rc {rc}"
+    finally:
+        kill_group(proc.pid, leader=proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5.0)
+    text = log.read_text(errors="replace")
+    if gd_log.exists():
+        text += "\n--- gpudoctor attach ---\n" + gd_log.read_text(errors="replace")
+    return ChildResult(proc.returncode if ended_by == "exited" else None,
+                       time.monotonic() - started, ended_by, text)
