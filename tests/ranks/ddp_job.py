@@ -15,6 +15,7 @@ Usage::
 
     python ddp_job.py --mode {healthy,compute,input} --slow-rank 1 --steps 30 --out DIR [--profile]
     python ddp_job.py --launcher spawn ...   # torch.multiprocessing.spawn (default)
+    python ddp_job.py --launcher spawn --init-method tcp ...   # … as pytorch/examples' ImageNet script
     torchrun --nproc-per-node 2 ddp_job.py --launcher env ...
 """
 
@@ -124,7 +125,10 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
         dev = torch.device("cuda", rank % torch.cuda.device_count())
         torch.cuda.set_device(dev)
     if not dist.is_initialized():
-        dist.init_process_group(args.backend, rank=rank, world_size=world)
+        if args.init_method == "tcp":  # pytorch/examples' ImageNet: --dist-url tcp://…, no environment
+            dist.init_process_group(args.backend, init_method=args.dist_url, rank=rank, world_size=world)
+        else:
+            dist.init_process_group(args.backend, rank=rank, world_size=world)
     slow = rank == args.slow_rank
     extra = args.base_matmuls + (args.extra_matmuls if (slow and args.mode == "compute") else 0)
     delay = args.read_delay_ms / 1000.0 if (slow and args.mode == "input") else 0.0
@@ -214,6 +218,9 @@ def main() -> None:
                    help="own: time collectives with this job's comm hook (rows get collective_wait_ms); "
                         "none: leave DDP's comm hook free for gpudoctor's agent (rows get null)")
     p.add_argument("--launcher", choices=["spawn", "env"], default="spawn")
+    p.add_argument("--init-method", choices=["env", "tcp"], default="env",
+                   help="spawn only: env (MASTER_ADDR/PORT set before spawning) or tcp (an init_method URL, as "
+                        "pytorch/examples' ImageNet --multiprocessing-distributed does: the ranks get no environment)")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -221,8 +228,11 @@ def main() -> None:
         dist.init_process_group(args.backend)
         train(dist.get_rank(), dist.get_world_size(), args)
         return
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    if args.init_method == "tcp":
+        args.dist_url = f"tcp://127.0.0.1:{_free_port()}"
+    else:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
     mp.spawn(train, args=(args.world, args), nprocs=args.world, join=True)
 
 

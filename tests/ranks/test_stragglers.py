@@ -91,7 +91,7 @@ def test_cause_from_gpu_and_cpu_evidence() -> None:
     for extra, cause in [({"gpu_throttled": True}, "gpu"), ({"gpu_shared": True}, "gpu"),
                          ({"cpu_run_delay_pct": 45.0}, "cpu"), ({"cpu_run_delay_pct": 3.0}, "compute")]:
         # the fast rank waited for a CPU 3% of its runnable time; 45% on the slow one is contention
-        tracker = StragglerTracker(min_windows=1)
+        tracker = StragglerTracker.from_options({"min_slow_windows": 1})
         report = tracker.update([fast, RankWindow(**slow, **extra)], now=0.0)  # type: ignore[arg-type]
         assert [(v.rank, v.cause) for v in report.stragglers] == [(1, cause)], extra
 

@@ -21,6 +21,7 @@ import time
 import psutil
 
 from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.live import ranks
 from gpudoctor.live.samples import ProcessSample, WorkerSample
 
 log = logging.getLogger("gpudoctor.live.process")
@@ -224,7 +225,12 @@ class ProcessCollector:
 
 
 def _role(proc: psutil.Process) -> str:
-    """dataloader for Python children forked by the target, compile for inductor workers."""
+    """rank for the job's ranks, compile for inductor workers, dataloader for other Python children.
+
+    A rank is told from a DataLoader worker as :mod:`gpudoctor.live.ranks` tells it: a rank variable
+    its parent does not have (torchrun, Lightning ``ddp``), or, for ranks whose launcher set no
+    environment (``torch.multiprocessing.spawn``, a forking parent), a process group of its own.
+    """
     try:
         cmd = " ".join(proc.cmdline())
     except psutil.Error:
@@ -233,9 +239,14 @@ def _role(proc: psutil.Process) -> str:
         return "compile"
     if "py-spy" in cmd or "multiprocessing.resource_tracker" in cmd or "multiprocessing.forkserver" in cmd:
         return "other"  # helpers, not workers
-    if "LOCAL_RANK" in read_environ(proc.pid) and "torchrun" not in cmd:
-        own = read_environ(proc.pid).get("LOCAL_RANK")
-        parent_env = read_environ(proc.ppid()) if proc.ppid() else {}
-        if own != parent_env.get("LOCAL_RANK"):
-            return "rank"
+    try:
+        parent_env = ranks.read_environ(proc.ppid()) or {} if proc.ppid() else {}
+    except psutil.Error:
+        parent_env = {}
+    own_env = ranks.read_environ(proc.pid) or {}
+    own_rank = ranks.rank_from_env(own_env)
+    if "torchrun" not in cmd and own_rank is not None and own_rank[:2] != (ranks.rank_from_env(parent_env) or ())[:2]:
+        return "rank"
+    if own_rank is None and ranks.is_tree_rank(proc, parent_env):
+        return "rank"
     return "dataloader" if "python" in cmd.lower() or proc.name().startswith(("python", "pt_")) else "other"

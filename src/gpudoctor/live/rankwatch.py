@@ -71,6 +71,7 @@ class RankWatch:
         self._injected: set[int] = set()                 # agents we started: detached on close
         self._closing = threading.Event()
         self.inject_errors: dict[int, str] = {}          # rank → why its agent could not be started
+        self._injecting_done = True                      # False while start_injection's thread runs
 
     def agents_settled(self) -> bool:
         """True once every live rank has an agent or a reason why it has none."""
@@ -80,9 +81,16 @@ class RankWatch:
     def start_injection(self) -> None:
         """Start an agent in every rank that has none, one rank after the other, in the background
         (what ``attach`` does for its target, here for each rank; ``gpudoctor run`` needs none)."""
+        self._injecting_done = False
         threading.Thread(target=self._inject_all, name="gpudoctor-rank-inject", daemon=True).start()
 
     def _inject_all(self) -> None:
+        try:
+            self._inject_each()
+        finally:
+            self._injecting_done = True
+
+    def _inject_each(self) -> None:
         self._load_client_module()
         for rank, pid in self.group.numbered():
             if self._closing.is_set():
@@ -166,7 +174,8 @@ class RankWatch:
                 except Exception:
                     self._clients.pop(pid, None)
             if stats is None:
-                out.append(RankWindow(rank, pid, cpu_run_delay_pct=delay_pct, **gpu_fields))
+                out.append(RankWindow(rank, pid, cpu_run_delay_pct=delay_pct, note=self.why_no_data(rank, client),
+                                      **gpu_fields))
                 continue
             # Means, not medians: a rank whose loader delivers in bursts alternates long and short
             # steps, and a median lands on either mode; the mean is the rank's real pace.
@@ -180,6 +189,14 @@ class RankWatch:
                 collective_wait_ms=_first(reply, COLLECTIVE_WAIT_FIELDS),
                 compute_ms=_first(reply, COMPUTE_FIELDS), cpu_run_delay_pct=delay_pct, **gpu_fields))
         return out
+
+    def why_no_data(self, rank: int, client: Any) -> str:
+        """One phrase for the rank table: why this rank's agent gave no numbers."""
+        if rank in self.inject_errors:
+            return f"no agent: {self.inject_errors[rank]}"
+        if client is not None:
+            return "its agent did not answer"
+        return "no agent yet" if not self._injecting_done else "no agent (start the job with `gpudoctor run`)"
 
     def close(self) -> None:
         """Close the connections; agents we injected are detached, those that were there stay."""

@@ -58,7 +58,7 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
         tables.append(MetricTable("Training steps (agent)", list(row), [row], key="steps"))
     if snap.rank_table:  # several local ranks: the per-rank numbers behind GD601/GD610/GD613
         cols = ["rank", "pid", "steps_total", "since_last_step_s", "step_time_ms", "data_wait_pct",
-                "collective_wait_pct", "compute_ms", "gpu_util_pct", "straggler_score", "status", "cause"]
+                "collective_wait_pct", "compute_ms", "gpu_util_pct", "straggler_score", "status", "cause", "note"]
         rows = [{c: _r(r.get(c), 2 if c == "straggler_score" else 1) if isinstance(r.get(c), float) else r.get(c)
                  for c in cols} for r in snap.rank_table]
         tables.append(MetricTable("Ranks", cols, rows, key="ranks"))

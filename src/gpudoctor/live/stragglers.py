@@ -7,13 +7,14 @@ the time each rank spends *outside* collective waits (step time − collective w
 H2D + compute when the collective wait itself is not measured): the slow rank's own work is long,
 the fast ranks' is short and their waiting is not counted against them.
 
-Score (NVIDIA resiliency-ext's definition, applied to the time outside collectives): median over the
-faster half of the ranks / this rank's own. A rank whose score stays below ``max_score`` (GD601's
-``min_straggler_score``, default 0.75) for ``min_windows`` consecutive windows is a straggler. Its
-likely cause comes from its own evidence against the fast ranks': a longer data wait that explains
-at least half of its extra time → ``input``; a throttled or shared GPU → ``gpu``; time waiting for a
-CPU (its run-queue share ≥ ``cpu_delay_pct`` × its time outside collectives, less the fast ranks')
-that explains at least half of its extra time → ``cpu``; otherwise it does more work → ``compute``.
+Score and cause come from :mod:`gpudoctor.straggler`, which the trace side uses too (median time
+outside collectives of the faster half of the ranks / this rank's own; ``input`` / ``gpu`` / ``cpu`` /
+``compute`` from the rank's own evidence against the fast ranks'), and GD601's thresholds from its rule
+file. A rank whose score stays below ``min_straggler_score`` — or that the others wait for (see
+:func:`waited_on`) — for ``min_slow_windows`` consecutive windows is a straggler.
+
+Every rank of the table has a :class:`RankStatus`; a rank without numbers (no agent, or an agent that
+has seen no step yet) is ``no data``, never ``ok``.
 
 Desync (GD610): no rank made step progress for a while and the ranks sit at different step counts,
 or one of them exited — the ranks that are behind (or dead) are named. Hang (GD613): every rank is
@@ -29,13 +30,38 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from statistics import median
 from typing import Any
 
 from gpudoctor.model import FactSet, Location, Source
+from gpudoctor.straggler import (
+    CAUSES,
+    RankEvidence,
+    StragglerThresholds,
+    faster_half_reference,
+    likely_cause,
+    score,
+    thresholds,
+)
 
-#: Causes, in the order they are tried.
-CAUSES = ("input", "gpu", "cpu", "compute")
+__all__ = ["CAUSES", "RankStatus", "RankWindow", "StragglerTracker", "likely_cause", "rank_factsets",
+           "rank_table", "score_ranks"]
+
+
+class RankStatus(str, Enum):
+    """A rank's state in the rank table (and the ``status`` label of ``gpudoctor_rank_status``)."""
+
+    OK = "ok"                    # judged, not slow
+    SLOW = "slow"                # slow in the latest windows, not yet for min_slow_windows
+    STRAGGLER = "straggler"      # GD601's verdict
+    BEHIND = "behind"            # fewer steps than the others while no rank moves (GD610)
+    DEAD = "dead"                # the process exited
+    NO_DATA = "no data"          # no agent, or no step seen yet: nothing to judge it by
+    NOT_JUDGED = "not judged"    # its own numbers, but no score (too few steps, or its peers have none)
+
+    def __str__(self) -> str:
+        return self.value
 
 #: How the time outside collectives was obtained (fact ``score_basis``).
 BASIS_MEASURED = "measured collective wait"
@@ -63,6 +89,7 @@ class RankWindow:
             than running: run delay / (run delay + CPU time), from ``/proc/<pid>/schedstat``. Unlike
             the delay itself it does not grow with the amount of work under uniform contention.
         alive: The process still exists.
+        note: Why the rank has no numbers, when it has none (e.g. its agent could not be started).
     """
 
     rank: int
@@ -79,6 +106,7 @@ class RankWindow:
     gpu_shared: bool | None = None
     cpu_run_delay_pct: float | None = None
     alive: bool = True
+    note: str = ""
 
     def outside_collective_ms(self) -> float | None:
         """Time per step this rank spends on its own work, not waiting for its peers."""
@@ -187,9 +215,8 @@ def estimate_outside_from_data_wait(windows: Sequence[RankWindow]) -> dict[int, 
 def score_ranks(windows: Sequence[RankWindow]) -> dict[int, tuple[float, float, float]]:
     """rank → (own outside-collective ms, reference ms, score) for ranks with the evidence.
 
-    The reference is the median over the faster half of the ranks (at least one), so that one slow
-    rank among two cannot drag the reference towards itself. Uses the measured collective wait when
-    every rank has it, else :func:`estimate_outside_from_data_wait`.
+    Uses the measured collective wait when every rank has it, else
+    :func:`estimate_outside_from_data_wait`; the score itself is :mod:`gpudoctor.straggler`'s.
     """
     live = [w for w in windows if w.alive and w.window_steps > 0]
     outside = {w.rank: w.outside_collective_ms() for w in live}
@@ -198,47 +225,14 @@ def score_ranks(windows: Sequence[RankWindow]) -> dict[int, tuple[float, float, 
         known = estimate_outside_from_data_wait(live)
     if len(known) < 2:
         return {}
-    fastest = sorted(known.values())[: max(1, len(known) // 2)]
-    reference = median(fastest)
-    return {r: (v, reference, (reference / v) if v > 0 else 1.0) for r, v in known.items()}
+    reference = faster_half_reference(list(known.values()))
+    return {r: (v, reference, score(reference, v)) for r, v in known.items()}
 
 
-def likely_cause(slow: RankWindow, fast: Sequence[RankWindow], own: float, ref_outside: float,
-                 cpu_delay_pct: float = 20.0) -> tuple[str, str]:
-    """(cause, one-line evidence) for a slow rank, from its own numbers against the fast ranks'.
-
-    Args:
-        slow: The slow rank's window.
-        fast: The windows of the ranks that are not slow.
-        own: The slow rank's time outside collectives per step (ms).
-        ref_outside: The reference (fast ranks') time outside collectives per step (ms).
-        cpu_delay_pct: Run-queue delay share that counts as CPU contention.
-    """
-    excess = max(own - ref_outside, 1e-9)
-    own_input = (slow.data_wait_ms or 0.0) + (slow.h2d_ms or 0.0)
-    ref_input = median([(w.data_wait_ms or 0.0) + (w.h2d_ms or 0.0) for w in fast]) if fast else 0.0
-    if slow.data_wait_ms is not None and own_input - ref_input >= 0.5 * excess:
-        return "input", (f"it waits {own_input:.1f} ms/step for data (and H2D copies) vs {ref_input:.1f} ms "
-                         f"on the fast ranks")
-    # The GPU is the cause only when the slow rank's GPU is worse off than the fast ranks' — at full
-    # load every H100/H200 sits at its power cap, the fast ones too (measured on 2×H200).
-    throttled = slow.gpu_throttled and not any(w.gpu_throttled for w in fast)
-    shared = slow.gpu_shared and not any(w.gpu_shared for w in fast)
-    if throttled or shared:
-        what = "its GPU is throttled (the fast ranks' are not)" if throttled else "another process shares its GPU"
-        return "gpu", f"{what}; {excess:.1f} ms/step extra outside collectives"
-    ref_share = median([w.cpu_run_delay_pct or 0.0 for w in fast]) if fast else 0.0
-    share = slow.cpu_run_delay_pct
-    # Waiting for a CPU per step ≈ share × time outside collectives (its runnable time); it is the
-    # cause when its extra wait explains at least half of the extra time, as for input.
-    extra_wait_ms = own * (share or 0.0) / 100.0 - ref_outside * ref_share / 100.0
-    if share is not None and share >= cpu_delay_pct and extra_wait_ms >= 0.5 * excess:
-        return "cpu", (f"its main thread spent {share:.0f}% of its runnable time waiting for a CPU vs "
-                       f"{ref_share:.0f}% on the fast ranks (~{extra_wait_ms:.1f} ms/step more)")
-    own_compute = own - own_input
-    ref_compute = ref_outside - ref_input
-    return "compute", (f"it computes {own_compute:.1f} ms/step vs {ref_compute:.1f} ms on the fast ranks "
-                       f"with about the same data wait")
+def evidence(w: RankWindow, outside_ms: float) -> RankEvidence:
+    """A live window as the shared straggler module's evidence."""
+    input_ms = None if w.data_wait_ms is None else w.data_wait_ms + (w.h2d_ms or 0.0)
+    return RankEvidence(outside_ms, input_ms, w.gpu_throttled, w.gpu_shared, w.cpu_run_delay_pct)
 
 
 @dataclass
@@ -246,21 +240,10 @@ class StragglerTracker:
     """Keeps per-rank state across windows; call :meth:`update` once per window.
 
     Attributes:
-        max_score: Score below which a window counts as slow (GD601 ``min_straggler_score``).
-        min_windows: Consecutive slow windows before a rank is called a straggler.
-        min_window_steps: Windows with fewer steps are not judged.
-        min_excess_ms: A rank must spend at least this much longer per step outside collectives than
-            the reference to count as slow (sub-millisecond jitter is not a straggler).
-        cpu_delay_pct: Share of runnable time waiting for a CPU that counts as CPU contention.
+        limits: GD601's thresholds (from its rule file, with the user's overrides).
     """
 
-    max_score: float = 0.75
-    min_windows: int = 3
-    min_window_steps: int = 3
-    min_excess_ms: float = 1.0
-    cpu_delay_pct: float = 20.0
-    min_peer_wait_pct: float = 15.0
-    min_wait_ratio: float = 4.0
+    limits: StragglerThresholds = field(default_factory=thresholds)
     _slow: dict[int, int] = field(default_factory=dict)
     _last_steps: dict[int, int] = field(default_factory=dict)
     _last_progress: float | None = None
@@ -268,13 +251,9 @@ class StragglerTracker:
     _step_ms: dict[int, float] = field(default_factory=dict)  # rank → last step time it reported
 
     @classmethod
-    def from_options(cls, gd601: dict[str, Any] | None = None, **kwargs: Any) -> StragglerTracker:
-        """Build from GD601's merged rule options (``min_straggler_score``, ``min_slow_windows``)."""
-        opts = gd601 or {}
-        return cls(max_score=float(opts.get("min_straggler_score", 0.75)),
-                   min_windows=int(opts.get("min_slow_windows", 3)),
-                   min_peer_wait_pct=float(opts.get("min_peer_wait_pct", 15.0)),
-                   min_wait_ratio=float(opts.get("min_wait_ratio", 4.0)), **kwargs)
+    def from_options(cls, gd601: Mapping[str, Any] | None = None) -> StragglerTracker:
+        """Build from the user's GD601 option overrides (the rule file gives the rest)."""
+        return cls(thresholds(gd601))
 
     def update(self, windows: Iterable[RankWindow], now: float,
                where: Mapping[int, str] | None = None) -> RanksReport:
@@ -287,7 +266,8 @@ class StragglerTracker:
                 ``py-spy dump``), shown as GD610/GD613 evidence.
         """
         wins = tuple(sorted(windows, key=lambda w: w.rank))
-        judged = [w for w in wins if w.alive and w.window_steps >= self.min_window_steps]
+        lim = self.limits
+        judged = [w for w in wins if w.alive and w.window_steps >= lim.min_window_steps]
         scores = score_ranks(judged)
         measured = all(w.outside_collective_ms() is not None for w in judged)
         missing = ""
@@ -296,23 +276,23 @@ class StragglerTracker:
         verdicts = []
         for w in wins:
             if w.rank not in scores:
-                if w.window_steps >= self.min_window_steps or not w.alive:
+                if w.window_steps >= lim.min_window_steps or not w.alive:
                     self._slow[w.rank] = 0  # a judged window without evidence breaks the streak
                 verdicts.append(RankVerdict(w.rank, w.pid, w.outside_collective_ms(), None, None,
                                             self._slow.get(w.rank, 0), False))
                 continue
-            own, ref, score = scores[w.rank]
-            waited, peer_ms, peer_pct = waited_on(w, judged, self.min_peer_wait_pct, self.min_wait_ratio)
-            slow = (score < self.max_score or waited) and own - ref >= self.min_excess_ms
+            own, ref, rank_score = scores[w.rank]
+            waited, peer_ms, peer_pct = waited_on(w, judged, lim.min_peer_wait_pct, lim.min_wait_ratio)
+            slow = (rank_score < lim.min_straggler_score or waited) and own - ref >= lim.min_excess_ms
             self._slow[w.rank] = self._slow.get(w.rank, 0) + 1 if slow else 0
             count = self._slow[w.rank]
             cause, detail = None, ""
             if slow:
-                fast = [x for x in judged if x.rank in scores and x.rank != w.rank
-                        and (scores[x.rank][2] >= self.max_score or waited)]
-                cause, detail = likely_cause(w, fast, own, ref, self.cpu_delay_pct)
-            verdicts.append(RankVerdict(w.rank, w.pid, own, ref, score, count,
-                                        slow and count >= self.min_windows, cause, detail,
+                fast = [evidence(x, scores[x.rank][0]) for x in judged if x.rank in scores and x.rank != w.rank
+                        and (scores[x.rank][2] >= lim.min_straggler_score or waited)]
+                cause, detail = likely_cause(evidence(w, own), fast, ref, lim)
+            verdicts.append(RankVerdict(w.rank, w.pid, own, ref, rank_score, count,
+                                        slow and count >= lim.min_slow_windows, cause, detail,
                                         waited, peer_ms, peer_pct))
         return RanksReport(now, tuple(verdicts), self._progress(wins, now, where or {}), wins, missing,
                            BASIS_MEASURED if measured else BASIS_DATA_ONLY)
@@ -400,19 +380,30 @@ def rank_table(report: RanksReport) -> tuple[dict[str, Any], ...]:
     rows = []
     for v, w in zip(report.verdicts, report.windows):
         step = w.step_time_ms
-        status = "straggler" if v.is_straggler else ("slow" if v.slow_windows else "ok")
-        if not w.alive:
-            status = "dead"
-        elif w.rank in report.desync.lagging_ranks and report.desync.stalled_s > 0:
-            status = "behind"
         rows.append({
             "rank": w.rank, "pid": w.pid, "steps_total": w.steps_total,
             "since_last_step_s": since.get(w.rank), "step_time_ms": step,
             "data_wait_pct": _pct(w.data_wait_ms, step), "collective_wait_pct": _pct(w.collective_wait_ms, step),
             "h2d_ms": w.h2d_ms, "compute_ms": w.compute_ms, "outside_collective_ms": v.outside_ms,
-            "straggler_score": v.score, "gpu_util_pct": w.gpu_util_pct, "status": status, "cause": v.cause,
+            "straggler_score": v.score, "gpu_util_pct": w.gpu_util_pct, "status": rank_status(report, v, w),
+            "cause": v.cause, "note": w.note or None,
         })
     return tuple(rows)
+
+
+def rank_status(report: RanksReport, v: RankVerdict, w: RankWindow) -> RankStatus:
+    """The rank's state: dead and behind first, then the verdict; ``no data`` when nothing was measured."""
+    if not w.alive:
+        return RankStatus.DEAD
+    if w.rank in report.desync.lagging_ranks and report.desync.stalled_s > 0:
+        return RankStatus.BEHIND
+    if v.is_straggler:
+        return RankStatus.STRAGGLER
+    if v.slow_windows:
+        return RankStatus.SLOW
+    if not w.steps_total and w.step_time_ms is None:
+        return RankStatus.NO_DATA
+    return RankStatus.OK if v.score is not None else RankStatus.NOT_JUDGED
 
 
 def _pct(part: float | None, whole: float | None) -> float | None:

@@ -8,7 +8,9 @@ is the live side's: median time *outside* collective waits per step of the faste
 in the all-reduce — so step time alone cannot name the slow rank). When a rank's trace shows no
 collective at all, the score falls back to NVIDIA resiliency-ext's step-time ratio (median over
 ranks of the median step time ÷ this rank's), which is also kept as ``step_time_score``. HTA's view
-(how often this rank starts the dominant collective last) comes alongside.
+(how often this rank starts the dominant collective last) comes alongside. The score's reference and
+the likely cause come from :mod:`gpudoctor.straggler`, which the live side uses too; GD601's
+thresholds from its rule file.
 
 What it must not do: read files or evaluate rules.
 """
@@ -16,17 +18,14 @@ What it must not do: read files or evaluate rules.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpudoctor.model import FactSet, FactValue, Location, Source
+from gpudoctor.straggler import RankEvidence, faster_half_reference, likely_cause, thresholds
 from gpudoctor.trace.metrics import RankMetrics
 from gpudoctor.trace.reader import RankTrace
-
-#: A slow rank running at most this many times the faster ranks' ``aten::`` ops per step does the same work.
-SAME_WORK_RATIO = 1.1
-#: Its GPU busy at least this many times longer per step than theirs: not a host-side slowdown.
-SLOW_GPU_RATIO = 1.25
 
 
 def rank_factsets(metrics: Sequence[RankMetrics]) -> list[FactSet]:
@@ -55,10 +54,16 @@ def run_factset(traces: Sequence[RankTrace], metrics: Sequence[RankMetrics]) -> 
     return FactSet(scope="run", source=Source.TRACE, values={k: v for k, v in values.items() if v is not None})
 
 
-def straggler_factsets(metrics: Sequence[RankMetrics]) -> list[FactSet]:
-    """One ``straggler`` fact set per rank when two or more ranks are present."""
+def straggler_factsets(metrics: Sequence[RankMetrics], options: Mapping[str, Any] | None = None) -> list[FactSet]:
+    """One ``straggler`` fact set per rank when two or more ranks are present.
+
+    Args:
+        metrics: Each rank's trace metrics.
+        options: The user's GD601 option overrides (the rule file gives the rest).
+    """
     if len(metrics) < 2:
         return []
+    limits = thresholds(options)
     steps = {m.rank: _positive(m.values.get("step_time_p50_ms")) for m in metrics}
     numeric = [v for v in steps.values() if v is not None]
     median_step = statistics.median(numeric) if len(numeric) >= 2 else None
@@ -69,7 +74,7 @@ def straggler_factsets(metrics: Sequence[RankMetrics]) -> list[FactSet]:
     reference: float | None
     if by_outside:
         faster = known[: max(1, len(known) // 2)]
-        reference = statistics.median(faster)
+        reference = faster_half_reference(known)
         basis = "time outside collective waits"
     else:
         faster = [v for v in known if median_step is not None and v <= median_step]
@@ -77,7 +82,6 @@ def straggler_factsets(metrics: Sequence[RankMetrics]) -> list[FactSet]:
         basis = "step time (no collective waits in the traces)"
     fast_ranks = [r for r, v in own_ms.items() if v is not None and v in faster]
     work = {m.rank: _Work.of(m) for m in metrics}
-    ref_work = _Work.reference([work[r] for r in fast_ranks])
     late, compared, dominant = late_collective_counts(metrics)
     slower = slower_step_counts(metrics, "outside_collective_ms" if by_outside else "step_time_ms")
     out = []
@@ -101,7 +105,9 @@ def straggler_factsets(metrics: Sequence[RankMetrics]) -> list[FactSet]:
                 if wait is not None:
                     values["collective_wait_ms"] = wait
             if own > reference:
-                values.update(_likely_cause(own - reference, work[m.rank], ref_work))
+                fast = [work[r].evidence(own_ms[r] or 0.0) for r in fast_ranks]
+                cause, detail = likely_cause(work[m.rank].evidence(own), fast, reference, limits)
+                values.update({"straggler_cause": cause, "cause_detail": detail})
         if m.rank in slower:
             count, steps_compared = slower[m.rank]
             values["steps_compared"] = steps_compared
@@ -162,46 +168,10 @@ class _Work:
         return cls(_number(m.values.get("dataloader_ms_per_step")), med("aten_ops"),
                    med("gpu_compute_ms") if any("gpu_compute_ms" in r for r in m.step_rows) else med("gpu_busy_ms"))
 
-    @classmethod
-    def reference(cls, works: Sequence[_Work]) -> _Work:
-        def med(xs: list[float | None]) -> float | None:
-            known = [x for x in xs if x is not None]
-            return statistics.median(known) if known else None
-        return cls(med([w.loader_ms for w in works]), med([w.aten_ops for w in works]),
-                   med([w.gpu_busy_ms for w in works]))
-
-
-def _likely_cause(excess_ms: float, own: _Work, ref: _Work) -> dict[str, FactValue]:
-    """The slow rank's likely cause from its own work against the faster ranks'.
-
-    ``input`` when its extra DataLoader time per step explains at least half of its extra time (as
-    the live side decides). ``cpu`` when it ran about the same number of ``aten::`` ops per step
-    (within :data:`SAME_WORK_RATIO`) and its GPU was not busier (less than :data:`SLOW_GPU_RATIO` ×,
-    or no GPU): the same work took longer on the host — starved of CPU, most likely. Everything else
-    is ``compute``: more ops per step, or the same ops keeping the GPU busier, which a trace cannot
-    split into more data per op (uneven batches or sequence lengths) and a slower GPU (the live side
-    can, from NVML).
-    """
-    if own.loader_ms is not None and ref.loader_ms is not None and own.loader_ms - ref.loader_ms >= 0.5 * excess_ms:
-        return {"straggler_cause": "input", "cause_detail":
-                f"its DataLoader takes {own.loader_ms:.1f} ms/step vs {ref.loader_ms:.1f} ms on the faster ranks"}
-    loader = ""
-    if own.loader_ms is not None and ref.loader_ms is not None:
-        loader = f" with about the same DataLoader time ({own.loader_ms:.1f} vs {ref.loader_ms:.1f} ms/step)"
-    ops = f" ({own.aten_ops:.0f} vs {ref.aten_ops:.0f} aten ops per step)" if own.aten_ops and ref.aten_ops else ""
-    same_ops = bool(own.aten_ops and ref.aten_ops and own.aten_ops <= SAME_WORK_RATIO * ref.aten_ops)
-    gpu_busier = bool(own.gpu_busy_ms and ref.gpu_busy_ms and own.gpu_busy_ms >= SLOW_GPU_RATIO * ref.gpu_busy_ms)
-    if same_ops and not gpu_busier:
-        return {"straggler_cause": "cpu", "cause_detail":
-                f"it runs the same work as the faster ranks{ops}, {excess_ms:.1f} ms/step slower on the host"
-                f"{loader}: starved of CPU (more busy processes than cores) or larger inputs per op"}
-    if same_ops:
-        return {"straggler_cause": "compute", "cause_detail":
-                f"it runs the same ops as the faster ranks{ops} but its GPU is busy {own.gpu_busy_ms:.1f} ms/step "
-                f"vs {ref.gpu_busy_ms:.1f} ms: more data per op (uneven batches or sequence lengths) or a "
-                f"throttled, shared or slower GPU"}
-    return {"straggler_cause": "compute", "cause_detail":
-            f"{excess_ms:.1f} ms/step more work outside collectives than the faster ranks{ops}{loader}"}
+    def evidence(self, outside_ms: float) -> RankEvidence:
+        """This rank's work as the shared straggler module's evidence."""
+        return RankEvidence(outside_ms, input_ms=self.loader_ms, aten_ops=self.aten_ops,
+                            gpu_busy_ms=self.gpu_busy_ms, from_trace=True)
 
 
 def _number(value: FactValue | None) -> float | None:
