@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trace_synth import DEFAULT_SOURCE, write_rank_set, write_synthetic  # noqa: E402
+from trace_synth import DEFAULT_SOURCE  # noqa: E402
 
 # The traces of traces/README.md's HTA table.
 CASES = [
@@ -79,7 +79,12 @@ def ensure_hta_venv(venv: Path) -> Path:
 
 
 def run_child(argv: list[str], cwd: Path | None = None) -> dict[str, Any]:
-    """Spawn, wait, and measure one process: wall s, CPU s (user+sys, all threads), peak RSS bytes, stdout."""
+    """Spawn, wait, and measure one process: wall s, CPU s (user+sys, all threads), peak RSS bytes, stdout.
+
+    Peak RSS is ``ru_maxrss`` from ``os.wait4``: the child's (or its largest reaped child's). Linux keeps
+    ``ru_maxrss`` across exec, so it is at least this process's RSS at the fork — which is why this
+    process never loads a trace itself (sizes are counted in blocks, traces generated in children).
+    """
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd,
@@ -106,14 +111,25 @@ def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def json_size(target: Path) -> int:
+    """Bytes of JSON (inflated), counted in blocks: this process must stay small (see :func:`run_child`)."""
     import gzip
 
     files = sorted(target.iterdir()) if target.is_dir() else [target]
     total = 0
     for f in files:
-        with open(f, "rb") as fh:
-            total += len(gzip.decompress(fh.read())) if f.suffix == ".gz" else f.stat().st_size
+        if f.suffix != ".gz":
+            total += f.stat().st_size
+            continue
+        with gzip.open(f, "rb") as fh:
+            while block := fh.read(1 << 20):
+                total += len(block)
     return total
+
+
+def in_child(code: str) -> None:
+    """Run trace generation in a child, so that this process's RSS stays small."""
+    subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); {code}"],
+                   check=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
 
 
 def hta_dir(target: Path, tmp: Path) -> Path:
@@ -197,7 +213,8 @@ def import_cost() -> list[str]:
 def parallel_ranks(ranks: int, jobs: int) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="gd_ranks_") as tmp:
         folder = Path(tmp) / "ranks"
-        write_rank_set(DEFAULT_SOURCE, folder, ranks, gzip_level=1)
+        in_child(f"from trace_synth import DEFAULT_SOURCE, write_rank_set; "
+                 f"write_rank_set(DEFAULT_SOURCE, __import__('pathlib').Path({str(folder)!r}), {ranks}, gzip_level=1)")
         size = sum(json_size(p) for p in folder.iterdir())
         print(f"\n{ranks} rank traces of {DEFAULT_SOURCE.name}, {size / 1e6:.0f} MB of JSON; load average {load()}",
               flush=True)
@@ -227,8 +244,8 @@ def _without_time(text: str) -> Any:
 def big_trace(size_mb: float, hta_python: Path | None) -> list[str]:
     path = Path("/tmp/gpudoctor_synth.json")
     if not path.exists() or path.stat().st_size < size_mb * 1e6 * 0.95:
-        size, copies = write_synthetic(DEFAULT_SOURCE, path, size_mb)
-        print(f"wrote {path}: {size / 1e6:.0f} MB ({copies} copies of {DEFAULT_SOURCE.name})", file=sys.stderr)
+        in_child(f"from trace_synth import DEFAULT_SOURCE, write_synthetic; "
+                 f"write_synthetic(DEFAULT_SOURCE, __import__('pathlib').Path({str(path)!r}), {size_mb})")
     size = path.stat().st_size
     print(f"\nsynthetic trace {size / 1e6:.0f} MB; load average {load()}", flush=True)
     rows = ["| tool | wall | CPU (all threads) | MB/s per CPU-second | goal | peak RSS | RSS / JSON | goal |",

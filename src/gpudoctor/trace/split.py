@@ -99,6 +99,7 @@ def _child(path: Path, split: int, chunk_bytes: int, write_fd: int) -> None:
             **{c: getattr(table, c).tobytes() for c in _COLUMNS},
             "ns": table.ns_resolution,
             "old": part.old_schema,
+            "malformed": dict(part.malformed),
             "trailer": msgspec.json.encode(trailer),
         }
         out = b"O" + msgspec.msgpack.encode(body)
@@ -131,4 +132,5 @@ def _merge(builder: Builder, body: dict[str, Any]) -> _Header:
         getattr(table, column).extend(part)
     table.ns_resolution = table.ns_resolution or body["ns"]
     builder.old_schema = builder.old_schema or body["old"]
+    builder.malformed.update(body.get("malformed", {}))
     return msgspec.json.decode(body["trailer"], type=_Header)
