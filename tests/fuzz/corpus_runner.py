@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -132,7 +133,7 @@ def _fill(arg: str, values: dict[str, str]) -> str:
 
 
 def run_case(case: Case, python: str = sys.executable) -> Outcome:
-    """Run one case in a fresh temp dir; peak RSS and CPU time are the child's own (``os.wait4``)."""
+    """Run one case in a fresh temp dir; peak RSS and CPU time are the command's own (``os.wait4``)."""
     with tempfile.TemporaryDirectory(prefix="gpudoctor-corpus-") as tmp:
         casedir = Path(tmp)
         target = casedir / str(case.spec.get("as") or case.spec.get("name") or case.spec.get("file") or "case")
@@ -154,34 +155,46 @@ def run_case(case: Case, python: str = sys.executable) -> Outcome:
                 sink.close()
 
 
+#: Runs the real command and reports its own peak RSS and CPU time. Linux charges a process's peak RSS
+#: with the peak of the memory it replaced at exec — the forking parent's (here: pytest, hundreds of
+#: MiB after the fuzz tests). A small launcher in between makes that floor the launcher's ~10 MiB.
+_LAUNCHER = """
+import os, sys
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def _wait(case: Case, argv: list[str], cwd: str, env: dict[str, str], sink: Any) -> Outcome:
+    with tempfile.NamedTemporaryFile(prefix="gpudoctor-corpus-usage-", delete=False) as usage_file:
+        usage_path = usage_file.name
     started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=sink.fileno() if sink else subprocess.PIPE, stderr=subprocess.PIPE)
-    captured: dict[str, bytes] = {}
-
-    def drain(name: str, stream: Any) -> None:
-        captured[name] = stream.read() if stream is not None else b""
-
-    readers = [threading.Thread(target=drain, args=("out", proc.stdout)),
-               threading.Thread(target=drain, args=("err", proc.stderr))]
-    for reader in readers:
-        reader.start()
+    proc = subprocess.Popen([argv[0], "-c", _LAUNCHER, usage_path, *argv], cwd=cwd, env=env,
+                            stdin=subprocess.DEVNULL, stdout=sink.fileno() if sink else subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
     killed = threading.Event()
 
     def kill() -> None:
         killed.set()
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
 
     timer = threading.Timer(HANG_WALL_S, kill)
     timer.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        out, err = proc.communicate()
+    finally:
+        timer.cancel()
     wall = time.monotonic() - started
-    for reader in readers:
-        reader.join()
+    try:
+        rss_kib, cpu_s = Path(usage_path).read_text().split()
+    except (OSError, ValueError):  # killed before it could write
+        rss_kib, cpu_s = "0", "0"
+    finally:
+        os.unlink(usage_path)
     return Outcome(case=case, argv=argv, code=None if killed.is_set() else proc.returncode,
-                   stdout=captured.get("out", b"").decode("utf-8", "replace"),
-                   stderr=captured.get("err", b"").decode("utf-8", "replace"),
-                   wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime, peak_rss_mib=usage.ru_maxrss / 1024)
+                   stdout=(out or b"").decode("utf-8", "replace"), stderr=(err or b"").decode("utf-8", "replace"),
+                   wall_s=wall, cpu_s=float(cpu_s), peak_rss_mib=int(rss_kib) / 1024)

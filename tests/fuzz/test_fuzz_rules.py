@@ -28,7 +28,7 @@ FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 #: One evaluation may take this long and allocate this much at its peak (the budget keeps it far below).
 MAX_EVAL_S = 3.0
-MAX_EVAL_PEAK_MIB = 64
+MAX_EVAL_PEAK_MIB = 16
 
 ENV = {"idle_pct": 61.5, "n": 7, "big": int("9" * 400), "name": "nccl", "flags": [True, False, True],
        "items": list(range(50)), "none": None, "huge_float": 1e308, "neg": -3, "text": "x" * 1000}
@@ -42,6 +42,7 @@ CONSTANTS = st.one_of(
 )
 NAMES = st.sampled_from([*ENV, "missing_fact", "True", "None"])
 BINOPS = st.sampled_from(["+", "-", "*", "/", "//", "%", "**", "<<", "&", "@"])
+REPEATS = st.sampled_from(["3", "1000", "400000", "3000000", "20000000", "200000000", "-1", "True"])
 CMPOPS = st.sampled_from(["==", "!=", "<", "<=", ">", ">=", "in", "not in", "is", "is not"])
 
 
@@ -51,6 +52,7 @@ def _expressions() -> st.SearchStrategy[str]:
     def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         return st.one_of(
             st.tuples(inner, BINOPS, inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+            st.tuples(inner, REPEATS).map(lambda t: f"({t[0]} * {t[1]})"),  # the repetition that built GBs
             st.tuples(inner, CMPOPS, inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
             st.tuples(inner, st.sampled_from(["and", "or"]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
             st.tuples(st.sampled_from(["-", "+", "not "]), inner).map(lambda t: f"({t[0]}{t[1]})"),
