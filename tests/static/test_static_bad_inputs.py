@@ -104,3 +104,15 @@ def test_yaml_alias_bomb_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixtur
     mine = [f for f in data["findings"] if f["location"]["path"] == str(env)]
     assert {f["code"] for f in mine} == {"GD899"}
     assert "too-complex" in {f["location"]["label"] for f in mine}
+
+
+def test_deep_yaml_without_libyaml_is_a_yaml_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from gpudoctor.static import manifests
+    from gpudoctor.static.sites import FileResult
+
+    monkeypatch.setattr(manifests, "_Loader", yaml.SafeLoader)  # the pure-Python fallback recurses per level
+    result = FileResult(path="deep.yaml", kind="yaml")
+    manifests.check_yaml(result, "a: " + "[" * 3000 + "]" * 3000 + "\n")
+    assert [(s.values["reason"], s.values["detail"]) for s in result.sites] == [("yaml-error", "nested too deeply")]

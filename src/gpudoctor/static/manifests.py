@@ -82,6 +82,9 @@ def check_yaml(result: FileResult, text: str) -> None:
 def _check_documents(result: FileResult, text: str) -> None:
     try:
         documents = list(yaml.compose_all(text, Loader=_Loader))
+    except RecursionError:  # the pure-Python loader (no libyaml) recurses once per nesting level
+        result.error("yaml-error", "nested too deeply")
+        return
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
