@@ -175,3 +175,31 @@ def test_a_trace_whose_gzip_is_cut_says_so(tmp_path: Path, trace_file: Callable[
     cut.write_bytes(data[: len(data) // 3])
     code, _, err = _analyze(capsys, str(cut))
     assert code == 2 and "truncated or corrupt" in _one_sentence(err)
+
+
+def test_an_oversized_one_piece_document_is_one_sentence(tmp_path: Path, trace_file: Callable[[str], Path],
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudoctor.trace import reader
+
+    doc = _doc(trace_file, "h200/compile_break.json.gz")
+    one_line = tmp_path / "one-line.json"
+    one_line.write_text(json.dumps(doc), encoding="utf-8")  # no Kineto layout: decoded in one piece
+    monkeypatch.setattr(reader, "MAX_WHOLE_BYTES", 1 << 16)
+    code, _, err = _analyze(capsys, str(one_line))
+    assert code == 2 and "more than gpudoctor reads in one piece" in _one_sentence(err)
+
+
+def test_a_worker_that_dies_is_one_sentence(tmp_path: Path, trace_file: Callable[[str], Path],
+                                            capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudoctor.trace import analysis
+
+    for rank in range(2):
+        (tmp_path / f"rank{rank}.json.gz").write_bytes(trace_file("h200/compile_break.json.gz").read_bytes())
+    monkeypatch.setattr(analysis, "analyze_rank_file", _die)
+    code, _, err = _analyze(capsys, str(tmp_path), "--jobs", "2")
+    assert code == 2 and "worker process reading the rank traces died" in _one_sentence(err)
+
+
+def _die(path: str, position: int) -> None:
+    os._exit(9)  # what the OOM killer leaves behind: a worker gone without a word

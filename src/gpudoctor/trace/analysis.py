@@ -105,10 +105,16 @@ def _analyze_all(files: Sequence[Path], jobs: int) -> list[RankFacts | TraceFile
 
     # fork is cheap (the trace modules are already imported) but unsafe with other threads running
     # (a notebook kernel, the live session): spawn a fresh interpreter then.
+    from concurrent.futures.process import BrokenProcessPool
+
     method = "fork" if hasattr(os, "fork") and threading.active_count() == 1 else "spawn"
     workers = min(jobs, len(files))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
-        return list(pool.map(analyze_rank_file, [str(f) for f in files], range(len(files)), chunksize=1))
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+            return list(pool.map(analyze_rank_file, [str(f) for f in files], range(len(files)), chunksize=1))
+    except BrokenProcessPool:
+        raise UserError(f"a worker process reading the rank traces died (killed, or out of memory with {workers} "
+                        "at once); run again with fewer --jobs.", ExitCode.USAGE) from None
 
 
 def analyze_trace_files(paths: Iterable[str | Path], jobs: int | None = None) -> TraceSetFacts:
