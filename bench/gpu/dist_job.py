@@ -28,6 +28,8 @@ Usage::
         --strategy ddp --mode compute --out /tmp/run
     torchrun --standalone --nproc-per-node 2 bench/gpu/dist_job.py --device cpu --backend gloo \\
         --steps 10 --out /tmp/run          # tiny model, CPU (the plumbing test)
+    python3 bench/gpu/dist_job.py --launcher spawn --backend gloo --mode compute --out /tmp/run
+                                       # mp.spawn, 2 ranks (on one GPU: gloo; NCCL refuses a shared GPU)
 """
 
 from __future__ import annotations
@@ -213,8 +215,16 @@ def make_profiler(args: argparse.Namespace, rank: int, dev: torch.device) -> Any
     return prof
 
 
+def spawned_rank(index: int, args: argparse.Namespace, url: str) -> None:
+    """One rank under ``torch.multiprocessing.spawn``, as pytorch/examples' ImageNet script starts
+    them: ``init_method=tcp://…``, so the rank carries no ``RANK``/``MASTER_*`` environment."""
+    dist.init_process_group(args.backend, init_method=url, rank=index, world_size=args.nprocs)
+    train(args)
+
+
 def train(args: argparse.Namespace) -> None:
-    dist.init_process_group(args.backend)
+    if not dist.is_initialized():
+        dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     dev = torch.device("cpu")
     if args.device == "cuda":
@@ -323,10 +333,24 @@ def main() -> None:
     p.add_argument("--profile-dir", default=None, help="torch.profiler traces of every rank go here")
     p.add_argument("--profile-steps", default="20:25", help="FIRST:LAST steps to profile (LAST excluded)")
     p.add_argument("--out", required=True, help="directory for rank<r>.jsonl and rank<r>.meta.json")
+    p.add_argument("--launcher", choices=["env", "spawn"], default="env",
+                   help="env: torchrun started this process; spawn: start --nprocs ranks with "
+                        "torch.multiprocessing.spawn and a tcp:// rendezvous (no rank environment)")
+    p.add_argument("--nprocs", type=int, default=2, help="ranks to spawn (--launcher spawn)")
     args = p.parse_args()
     first, last = (int(v) for v in args.profile_steps.split(":"))
     if not 1 <= first < last:
         p.error("--profile-steps must be FIRST:LAST with 1 <= FIRST < LAST")
+    if args.launcher == "spawn":
+        import socket
+
+        import torch.multiprocessing as mp
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            url = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+        mp.spawn(spawned_rank, args=(args, url), nprocs=args.nprocs, join=True)
+        return
     train(args)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.live.samples import Snapshot
+from gpudoctor.live.samples import AgentStatus, Snapshot
 
 log = logging.getLogger("gpudoctor.live.prometheus")
 
@@ -70,7 +70,7 @@ def metric_families(snap: Snapshot | None) -> Iterator[Any]:
     up.add_metric([str(snap.target_pid)], 1.0 if snap.process is None or snap.process.alive else 0.0)
     yield up
     agent = gauge("agent_connected", "1 when the in-process agent answers.", ["pid", "status"])
-    agent.add_metric([str(snap.target_pid), snap.agent.status], 1.0 if snap.agent.status == "connected" else 0.0)
+    agent.add_metric([str(snap.target_pid), snap.agent.status], 1.0 if snap.agent.status is AgentStatus.CONNECTED else 0.0)
     yield agent
     ts = gauge("snapshot_timestamp_seconds", "Unix time of the snapshot these metrics come from.", [])
     ts.add_metric([], snap.timestamp)
@@ -105,7 +105,9 @@ def _rank_families(snap: Snapshot, gauge: Any, counter: Any) -> Iterator[Any]:
         if row.get("steps_total") is not None:
             steps.add_metric([str(row["rank"]), str(row.get("pid") or "")], float(row["steps_total"]))
     yield steps
-    status = gauge("rank_status", "1 for the rank's current status (ok, slow, straggler, behind, dead).",
+    from gpudoctor.live.stragglers import RankStatus
+
+    status = gauge("rank_status", f"1 for the rank's current status ({', '.join(s.value for s in RankStatus)}).",
                    ["rank", "status", "cause"])
     for row in rows:
         if row.get("status"):
