@@ -393,7 +393,7 @@ def _print_table(args: argparse.Namespace, off: list[float], on: list[float], at
         print(f"step hook body alone: {micro['hook_body_us']:.2f} µs CPU per optimizer.step() (tight loop)")
         print(f"backward-pass boundary body: {micro.get('backward_hook_us', 0):.2f} µs per backward (optimizer loop); "
               f".item() {micro.get('item_off_us', 0):.2f} µs, {micro.get('item_on_us', 0):.2f} µs on a sampled step "
-              f"(1 in 7)")
+              f"(one step per 0.2 s at most)")
         print(f"paired blocks (thread CPU time), median change: optimizer.step() {micro['step_delta']:+.2f} µs on "
               f"{micro['step_off']:.2f} µs; DataLoader batch {micro['batch_delta']:+.2f} µs on {micro['batch_off']:.2f} µs")
     print(f"machine load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

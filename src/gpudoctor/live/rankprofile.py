@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.live.rankwatch import RankWatch
+from gpudoctor.live.samples import ProfileState
 
 #: How long after the request the set is given up when some rank never finishes its window.
 GIVE_UP_AFTER_S = 180.0
@@ -73,7 +74,7 @@ class RankProfile:
                 self.statuses[rank] = "failed"
                 continue
             self.statuses[rank] = status.label()
-            if status.status == "done" and status.trace_path:
+            if status.status is ProfileState.DONE and status.trace_path:
                 self.traces[rank] = status.trace_path
         finished = all(s in ("done", "failed") or s.startswith("failed") for s in self.statuses.values())
         if not finished and time.monotonic() - self.requested_at < GIVE_UP_AFTER_S:

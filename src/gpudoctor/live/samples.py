@@ -128,8 +128,12 @@ class AgentState:
 
     def __post_init__(self) -> None:  # recorded samples and older callers pass the plain text
         object.__setattr__(self, "status", AgentStatus(self.status))
-        if self.profile_state is not None:
-            object.__setattr__(self, "profile_state", ProfileState(self.profile_state))
+        state = self.profile_state
+        if self.profile_status:  # the label leads ("recording 2/3" → recording), also after replace()
+            word = self.profile_status.split()[0].rstrip(":")
+            state = next((p for p in ProfileState if word == p.value), state)
+        if state is not None:
+            object.__setattr__(self, "profile_state", ProfileState(state))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from gpudoctor.live.samples import Snapshot
+from gpudoctor.live.samples import AgentStatus, ProfileState, Snapshot
 from gpudoctor.report.model import Report
 from gpudoctor.tui.format import duration, shorten, update_static
 
@@ -40,7 +40,7 @@ class StatusHeader(Static):
         text = Text()
         if not alive:
             text.append("TARGET EXITED — last data kept ", style="bold red")
-        elif agent_lost := snapshot.agent.status == "lost":
+        elif agent_lost := snapshot.agent.status is AgentStatus.LOST:
             text.append("AGENT LOST — showing what needs no agent ", style="bold red")
         text.append("gpudoctor ", style="bold")
         text.append(f"pid {snapshot.target_pid}", style="bold")
@@ -54,7 +54,7 @@ class StatusHeader(Static):
         agent = snapshot.agent
         text.append("  agent: ")
         text.append(agent.status, style=_AGENT_STYLE.get(agent.status, ""))
-        if agent.profile_status and agent.profile_status not in ("idle",):
+        if agent.profile_status and agent.profile_state is not ProfileState.IDLE:
             text.append(f"  profile: {agent.profile_status}", style="magenta")
         text.append(f"  attached {duration(snapshot.timestamp - snapshot.started_at)}")
         self.set_class(not alive or agent_lost, "-gone")
