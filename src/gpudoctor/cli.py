@@ -83,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): there is nowhere to write a report
+        if sys.stderr is not None:
+            print("gpudoctor: standard output is closed: redirect it to a file or /dev/null.", file=sys.stderr)
+        return int(ExitCode.USAGE)
     try:
         status = int(args._run(args))
         sys.stdout.flush()  # a full disk shows here, as one sentence, not as a warning at interpreter exit

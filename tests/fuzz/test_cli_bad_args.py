@@ -78,3 +78,11 @@ def test_stdout_on_a_full_disk_is_one_sentence() -> None:
         proc = _run("check", "examples/check", "--format", "sarif", stdout=full.fileno())
     assert proc.returncode == 2
     assert proc.stderr == "gpudoctor: cannot write the output: No space left on device.\n"
+
+
+def test_closed_stdout_is_one_sentence() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run(["/bin/sh", "-c", f"{sys.executable} -m gpudoctor check examples/check >&-"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=str(REPO))
+    assert proc.returncode == 2
+    assert proc.stderr == "gpudoctor: standard output is closed: redirect it to a file or /dev/null.\n"

@@ -42,9 +42,14 @@ TOKENS = [b"<<EOT\n", b"\nEOT\n", b"<<-EOF\n", b"${TAG}", b"$TAG", b"ARG TAG=lat
           b"---\n", b"%YAML 1.1\n", b"- ", b": ", b"9" * 5000, b"\n" * 3, b"import torch\n", b"for x in loader:\n",
           b"    loss.backward()\n", b"torch.cuda.synchronize()\n", b"COPY <<A <<B /x\n", b"CMD ", b"ENTRYPOINT [",
           b"docker run --gpus all --shm-size=", b"torchrun --nproc_per_node=8 ", b"nvidia.com/gpu: 99999999999999999999"]
-CHECK_BUDGET = settings(max_examples=int(os.environ.get("GPUDOCTOR_FUZZ_EXAMPLES", "60")), deadline=None, derandomize=True, database=None,
+#: CI runs the same examples every time; GPUDOCTOR_FUZZ_RANDOM=1 explores new ones (with a larger
+#: GPUDOCTOR_FUZZ_EXAMPLES) when hunting for bugs by hand.
+DERANDOMIZE = not os.environ.get("GPUDOCTOR_FUZZ_RANDOM")
+CHECK_BUDGET = settings(max_examples=int(os.environ.get("GPUDOCTOR_FUZZ_EXAMPLES", "60")),
+                        deadline=None, derandomize=DERANDOMIZE, database=None,
                         suppress_health_check=list(HealthCheck))
-SLOW_BUDGET = settings(max_examples=int(os.environ.get("GPUDOCTOR_FUZZ_SLOW_EXAMPLES", "15")), deadline=None, derandomize=True, database=None,
+SLOW_BUDGET = settings(max_examples=int(os.environ.get("GPUDOCTOR_FUZZ_SLOW_EXAMPLES", "15")),
+                       deadline=None, derandomize=DERANDOMIZE, database=None,
                        suppress_health_check=list(HealthCheck))
 MAX_RUN_S = 20.0  # wall time of one in-process run; a hang, not a slow machine, gets past this
 

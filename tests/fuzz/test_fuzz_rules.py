@@ -9,6 +9,7 @@ built gigabytes) plus raw text. Derandomized with a fixed budget so CI is stable
 
 from __future__ import annotations
 
+import os
 import time
 import tracemalloc
 
@@ -24,7 +25,11 @@ from gpudoctor.catalog.expr import (
     Template,
 )
 
-FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None,
+#: CI runs the same examples every time; GPUDOCTOR_FUZZ_RANDOM=1 explores new ones (with a larger
+#: GPUDOCTOR_FUZZ_EXAMPLES) when hunting for bugs by hand.
+DERANDOMIZE = not os.environ.get("GPUDOCTOR_FUZZ_RANDOM")
+FUZZ = settings(max_examples=int(os.environ.get("GPUDOCTOR_FUZZ_EXAMPLES", "300")),
+                deadline=None, derandomize=DERANDOMIZE, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 #: One evaluation may take this long and allocate this much at its peak (the budget keeps it far below).
 MAX_EVAL_S = 3.0

@@ -293,5 +293,5 @@ def _check_spec(name: str, spec: str) -> None:
         raise ExpressionError(f"template field {{{name}:{spec}}} has an invalid format spec")
     for part in ("width", "precision"):
         number = match.group(part)
-        if number and int(number[-6:]) > MAX_FORMAT_WIDTH or number and len(number) > 6:
+        if number and (len(number) > 6 or int(number) > MAX_FORMAT_WIDTH):
             raise ExpressionError(f"template field {{{name}:{spec}}}: format {part} above {MAX_FORMAT_WIDTH}")
