@@ -25,6 +25,7 @@ CODE_FIX_KIND: dict[str, str] = {
     "GD102": "workers",         # input-bound
     "GD104": "workers",         # dataloader-workers-saturated
     "GD105": "pin_memory",      # unpinned-input-batches
+    "GD303": "cuda_graphs",     # launch-bound: its fix is torch.compile(mode="reduce-overhead")
 }
 
 #: fix kind by a pattern on the rule's name (rules/GDxxx-<name>.md), checked in this order
@@ -82,7 +83,14 @@ def read_report(report: dict[str, Any], kinds: dict[str, str], batch: int) -> di
     steps = report.get("steps") if isinstance(report.get("steps"), dict) else {}
     assert isinstance(steps, dict)
     p50 = _num(steps.get("step_time_p50_ms"))
-    rate = 1000.0 / p50 if p50 and p50 > 0 else _num(steps.get("steps_per_s"))
+    samples = [float(x) for x in steps.get("step_ms") or [] if _num(x)]
+    # Throughput is steps over time, i.e. 1 / the MEAN step time: an input-bound job's steps alternate
+    # between fast and stalled, and 1 / median would overstate it. The report's samples leave out the
+    # profile window; with fewer than 5 of them, the agent's own rate, then 1 / median.
+    mean_rate = 1000.0 / statistics.fmean(samples) if len(samples) >= 5 else None
+    agent_rate = _num(steps.get("steps_per_s"))
+    p50_rate = 1000.0 / p50 if p50 and p50 > 0 else None
+    rate = mean_rate or agent_rate or p50_rate
     bottleneck = report.get("bottleneck")
     profile = report.get("rank_profile")
     if not isinstance(bottleneck, dict) and isinstance(profile, dict):
@@ -95,6 +103,9 @@ def read_report(report: dict[str, Any], kinds: dict[str, str], batch: int) -> di
         "step_time_p50_ms": p50,
         "step_time_p90_ms": _num(steps.get("step_time_p90_ms")),
         "steps_per_s": rate,
+        "rate_basis": "mean of step_ms" if mean_rate else "agent steps_per_s" if agent_rate else
+                      "1/p50" if p50_rate else None,
+        "steps_per_s_p50": p50_rate, "steps_per_s_agent": agent_rate, "step_samples": len(samples),
         "samples_per_s": rate * batch if rate else None,
         "data_wait_pct": _num(steps.get("data_wait_pct")),
         "autocast": steps.get("autocast_dtype") if steps.get("autocast_enabled") else None,

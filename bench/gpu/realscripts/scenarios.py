@@ -213,6 +213,7 @@ SCENARIOS: list[Scenario] = [
         "hf_trainer_gpt2", 2, "this repo: bench/gpu/realscripts/hf_trainer_gpt2.py (transformers Trainer)",
         cwd=lambda c: c.work, base=_hf_base,
         fixes=lambda c: {"bf16": ["--bf16", "True"], "compile": ["--torch_compile", "True"],
+                         "cuda_graphs": ["--torch_compile", "True", "--torch_compile_mode", "reduce-overhead"],
                          "tf32": ["--tf32", "True"], "workers": ["--dataloader_num_workers", str(c.workers)]},
         batch=lambda c: 4 if c.cpu else 8, wall="hf_trainer", chain=3,
         note="no unmodified transformers example runs without `datasets`: smallest Trainer driver"),
