@@ -157,3 +157,15 @@ def test_two_process_decoding_matches_one_process(tmp_path: Path, trace_file: Ca
     with pytest.raises(UserError) as info:
         load_trace(cut, chunk_bytes=1 << 16)
     assert info.value.code == ExitCode.USAGE
+
+
+def test_gzip_of_several_members_reads_like_one(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:
+    """The background inflater follows gzip members one after another, as ``gzip`` does."""
+    text = gzip.decompress(trace_file("h200/compile_break.json.gz").read_bytes())
+    cut = len(text) // 3
+    multi = tmp_path / "multi.json.gz"
+    multi.write_bytes(gzip.compress(text[:cut]) + gzip.compress(text[cut:]))
+    one = load_trace(trace_file("h200/compile_break.json.gz"))
+    two = load_trace(multi)
+    assert len(two.events) == len(one.events) > 100
+    assert list(two.events.ts) == list(one.events.ts)
