@@ -210,13 +210,13 @@ def import_cost() -> list[str]:
     return rows
 
 
-def parallel_ranks(ranks: int, jobs: int) -> list[str]:
+def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="gd_ranks_") as tmp:
         folder = Path(tmp) / "ranks"
-        in_child(f"from trace_synth import DEFAULT_SOURCE, write_rank_set; "
-                 f"write_rank_set(DEFAULT_SOURCE, __import__('pathlib').Path({str(folder)!r}), {ranks}, gzip_level=1)")
+        in_child(f"from pathlib import Path; from trace_synth import write_rank_set; "
+                 f"write_rank_set(Path({str(source)!r}), Path({str(folder)!r}), {ranks}, gzip_level=1)")
         size = sum(json_size(p) for p in folder.iterdir())
-        print(f"\n{ranks} rank traces of {DEFAULT_SOURCE.name}, {size / 1e6:.0f} MB of JSON; load average {load()}",
+        print(f"\n{ranks} rank traces of {source.name}, {size / 1e6:.0f} MB of JSON; load average {load()}",
               flush=True)
         argv = [sys.executable, "-m", "gpudoctor", "analyze", str(folder), "--format", "json"]
         serial = run_child([*argv, "--jobs", "1"])
@@ -277,9 +277,12 @@ def main() -> None:
     parser.add_argument("--big-hta", action="store_true", help="also run HTA on the big synthetic trace (slow)")
     parser.add_argument("--ranks", type=int, default=16)
     parser.add_argument("--only", default="", help="only the HTA-table traces whose label contains this")
+    parser.add_argument("--rank-source", type=Path, default=DEFAULT_SOURCE,
+                        help="the real trace the rank set is made of (default: the H200 fp32 resnet18 trace)")
+    parser.add_argument("--jobs", type=int, default=0, help="workers for the rank set (default: the usable cores)")
     args = parser.parse_args()
-    hta_python = ensure_hta_venv(args.hta_venv)
-    if not args.skip_hta:
+    hta_python = ensure_hta_venv(args.hta_venv) if not args.skip_hta or args.big_hta else None
+    if hta_python is not None and not args.skip_hta:
         compare_with_hta(hta_python, args.repeat, args.only)
     import_cost()
     if not args.skip_ranks:
@@ -287,7 +290,7 @@ def main() -> None:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:
             cores = os.cpu_count() or 1
-        parallel_ranks(args.ranks, cores)
+        parallel_ranks(args.ranks, args.jobs or cores, args.rank_source)
     if not args.skip_big:
         big_trace(args.big_mb, hta_python if args.big_hta else None)
 
