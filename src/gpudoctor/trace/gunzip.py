@@ -3,7 +3,8 @@
 Why this exists: a ``.json.gz`` trace costs about as much to inflate as to decode (54 MB of JSON:
 ~0.11 s of zlib, ~0.17 s of msgspec on the development machine). zlib releases the GIL while it
 inflates, so a thread that inflates the next blocks while the main thread decodes the current one
-hides most of the inflate time on a second core. The stream reads like a file (``read(n)``).
+hides most of the inflate time on a second core. ``read(n)`` hands out whole inflated blocks (about
+``n`` bytes, possibly more), which the chunked reader takes as they come.
 
 What it must not do: outlive its reader (the thread is a daemon, stops at EOF, on an error or on
 ``close()``), or hold more than a few blocks (a bounded queue).
@@ -28,7 +29,6 @@ class GunzipStream:
         self._raw = raw
         self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=3)
         self._stop = threading.Event()
-        self._buffer = bytearray()
         self._eof = False
         self._thread = threading.Thread(target=self._inflate, name="gpudoctor-gunzip", daemon=True)
         self._thread.start()
@@ -69,11 +69,12 @@ class GunzipStream:
                 continue
 
     def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` bytes (all that is left when negative); b"" at the end."""
-        parts: list[bytes] = [bytes(self._buffer)] if self._buffer else []
-        have = len(self._buffer)
-        self._buffer = bytearray()
-        while not self._eof and (size < 0 or have < size):
+        """About ``size`` bytes: whole inflated blocks until at least half of ``size`` (never split, so never
+        copied twice; the readers here take blocks of any length); everything left when negative; b"" at EOF."""
+        parts: list[bytes] = []
+        have = 0
+        want = size // 2 if size >= 0 else -1
+        while not self._eof and (want < 0 or have < max(want, 1)):
             item = self._queue.get()
             if isinstance(item, BaseException):
                 self._eof = True
@@ -83,11 +84,7 @@ class GunzipStream:
                 break
             parts.append(item)
             have += len(item)
-        out = b"".join(parts)
-        if 0 <= size < len(out):
-            self._buffer = bytearray(out[size:])
-            out = out[:size]
-        return out
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def close(self) -> None:
         self._stop.set()
