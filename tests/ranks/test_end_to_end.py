@@ -93,13 +93,17 @@ def test_attach_to_a_plain_torchrun_injects_every_rank_and_names_the_compute_str
     analysed as a set; the agents are detached at the end and the job runs on."""
     with torchrun_job(tmp_path, "compute", with_agents=False) as proc:
         gpudoctor = Path(sys.executable).parent / "gpudoctor"
-        out = subprocess.run([str(gpudoctor), "attach", str(proc.pid), "--duration", "20", "--window", "2",
+        # 40 s: on a loaded 2-core machine the two injections alone can take 15 s, and GD601 needs
+        # min_slow_windows (3) judged windows after that
+        out = subprocess.run([str(gpudoctor), "attach", str(proc.pid), "--duration", "40", "--window", "2",
                               "--profile", "3", "--no-stacks", "--format", "json", "--select", "GD601,GD610"],
-                             capture_output=True, text=True, timeout=150)
+                             capture_output=True, text=True, timeout=200)
         report = json.loads(out.stdout)
-        live = [f for f in report["findings"] if f["location"].get("pid")]
+        # the live finding and the profile window's post-hoc one are about the same rank: merged into
+        # one (the trace's kept, the live source listed beside it)
+        live = [f for f in report["findings"] if "live" in f["sources"]]
         assert [(f["code"], f["location"]["rank"]) for f in live] == [("GD601", 1)], report["findings"]
-        assert "(compute)" in live[0]["message"]
+        assert "(compute)" in live[0]["message"] or "(cpu)" in live[0]["message"], live[0]["message"]
         rows = {row["rank"]: row for t in report["tables"] if t.get("key") == "ranks" for row in t["rows"]}
         assert rows[0]["collective_wait_pct"] > 2 * rows[1]["collective_wait_pct"], rows
         assert "launches the job's ranks" in report["agent"]["detail"]
