@@ -116,6 +116,8 @@ def read_report(report: dict[str, Any], kinds: dict[str, str], batch: int) -> di
         "summary": report.get("summary"),
         "findings": [summarize_finding(f, kinds) for f in findings],
         "notes": [n for n in report.get("notes", []) if isinstance(n, str)][:12],
+        # the profile window's trace was analysed: the verdict and estimates rest on kernel times
+        "profile_analysed": any(isinstance(n, str) and " analysed (" in n for n in report.get("notes", [])),
     }
 
 
