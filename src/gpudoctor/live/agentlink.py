@@ -49,6 +49,7 @@ class AgentLink:
         self._trace_taken = True
         self._module: Any = None
         self._reconnects = 0
+        self._closed = False
         if mode == "off":
             self._state = AgentState(status=AgentStatus.UNAVAILABLE,
                                      detail="the agent is off (--no-agent): no step timings or CUDA memory stats.")
@@ -88,7 +89,12 @@ class AgentLink:
             return
         self._module = agent_client
         with self._lock:
-            self._client = client
+            closed = self._closed
+            if not closed:
+                self._client = client
+        if closed:  # the session closed while we injected: take the agent out again, leave nothing behind
+            self._drop(client)
+            return
         self._refresh_state(AgentStatus.CONNECTED, "")
         self.poll()
 
@@ -187,6 +193,15 @@ class AgentLink:
             detail = self._state.detail
         self._refresh_state(status, detail)
 
+    def _drop(self, client: Any) -> None:
+        """Detach an agent we injected (one that was there before stays), and close the connection."""
+        try:
+            if self._injected:
+                client.detach()
+            client.close()
+        except Exception as exc:
+            log.info("agent detach: %s", exc)
+
     def state(self) -> AgentState:
         with self._lock:
             return self._state
@@ -194,14 +209,10 @@ class AgentLink:
     def close(self) -> None:
         with self._lock:
             client, self._client = self._client, None
+            self._closed = True
         if client is None:
             return
-        try:
-            if self._injected:
-                client.detach()
-            client.close()
-        except Exception as exc:
-            log.info("agent detach: %s", exc)
+        self._drop(client)
         self._set(AgentState(status=AgentStatus.DETACHED, detail="detached; the process keeps running.",
                              profile_status=self._profile_label, profile_state=self._profile_state,
                              profile_detail=self._profile_detail, profile_trace_path=self._trace_path))
