@@ -28,7 +28,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realscripts import procs, reportread
+from realscripts.results import bound_label, finding_label, fmt, ratio, summary, table
 from realscripts.scenarios import COMPILING_KINDS, SCENARIOS, Ctx, Scenario, with_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,9 +162,9 @@ class Harness:
             last = [ln for ln in res.log.splitlines() if ln.strip()][-1:] or ["(no output)"]
             say(f"    log ends: {last[0][:200]}")
         top = rec["findings"][0] if rec["findings"] else None
-        say(f"    -> {res.ended_by} after {res.wall_s:.0f}s; steps/s agent={_f(rec.get('steps_per_s'))} "
-            f"wall={_f(rec['wall_steps_per_s'])}; bound={_bound(rec)}; "
-            f"top={_finding_label(top) if top else '-'}; findings={len(rec['findings'])}"
+        say(f"    -> {res.ended_by} after {res.wall_s:.0f}s; steps/s agent={fmt(rec.get('steps_per_s'))} "
+            f"wall={fmt(rec['wall_steps_per_s'])}; bound={bound_label(rec)}; "
+            f"top={finding_label(top) if top else '-'}; findings={len(rec['findings'])}"
             + (f"; {rec['error']}" if rec["error"] else ""))
         return rec
 
@@ -212,14 +212,14 @@ class Harness:
                 r = self.run(sc, (*before, alt["fix_kind"]))
                 if r is None or parent is None:
                     continue
-                m = _ratio(r.get("steps_per_s"), parent.get("steps_per_s"))
+                m = ratio(r.get("steps_per_s"), parent.get("steps_per_s"))
                 measured[alt["fix_kind"]] = m
                 lo, hi = reportread.speedup_band(alt)
                 self.alternatives.append({"scenario": sc.name, "stage": st["stage"], "fix_kind": alt["fix_kind"],
                                           "code": alt.get("code"), "severity": alt.get("severity"),
                                           "est_low": lo, "est_high": hi, "measured_speedup": m})
                 say(f"  {sc.name} stage {st['stage']} alternative {alt['fix_kind']} ({alt.get('code')}): "
-                    f"predicted {_f(lo)}–{_f(hi)}x, measured {_f(m)}x")
+                    f"predicted {fmt(lo)}–{fmt(hi)}x, measured {fmt(m)}x")
             known = {k: v for k, v in measured.items() if v is not None}
             if len(known) > 1:
                 fastest = max(known, key=lambda k: known[k])
@@ -230,8 +230,8 @@ class Harness:
                  top: dict[str, Any], forced: bool, base: dict[str, Any] | None,
                  cands: list[dict[str, Any]]) -> dict[str, Any]:
         lo, hi = reportread.speedup_band(top)
-        measured = _ratio(nxt.get("steps_per_s"), cur.get("steps_per_s")) if nxt else None
-        wall = _ratio(nxt.get("wall_steps_per_s"), cur.get("wall_steps_per_s")) if nxt else None
+        measured = ratio(nxt.get("steps_per_s"), cur.get("steps_per_s")) if nxt else None
+        wall = ratio(nxt.get("wall_steps_per_s"), cur.get("wall_steps_per_s")) if nxt else None
         mid = math.sqrt(lo * hi) if lo and hi else None
         err = abs(mid - measured) / abs(measured - 1.0) if mid and measured and abs(measured - 1.0) > 0.02 else None
         st = {"scenario": sc.name, "stage": stage, "fix_kind": top["fix_kind"], "code": top.get("code"),
@@ -239,11 +239,11 @@ class Harness:
               "basis": (top.get("impact") or {}).get("basis"), "measured_speedup": measured,
               "wall_speedup": wall, "in_band": (lo <= measured <= hi) if lo and hi and measured else None,
               "rel_error_of_gain": err, "candidates": [c["fix_kind"] for c in cands],
-              "report_top": _finding_label(cur["findings"][0]) if cur.get("findings") else None,
-              "cumulative_vs_base": _ratio(nxt.get("steps_per_s"), base.get("steps_per_s")) if nxt and base else None}
+              "report_top": finding_label(cur["findings"][0]) if cur.get("findings") else None,
+              "cumulative_vs_base": ratio(nxt.get("steps_per_s"), base.get("steps_per_s")) if nxt and base else None}
         say(f"  stage {stage}: {'forced ' if forced else ''}{top['fix_kind']} ({top.get('code')}, "
-            f"{top.get('severity')}) predicted {_f(lo)}–{_f(hi)}x, measured {_f(measured)}x "
-            f"(wall {_f(wall)}x); cumulative {_f(st['cumulative_vs_base'])}x")
+            f"{top.get('severity')}) predicted {fmt(lo)}–{fmt(hi)}x, measured {fmt(measured)}x "
+            f"(wall {fmt(wall)}x); cumulative {fmt(st['cumulative_vs_base'])}x")
         return st
 
 
@@ -270,61 +270,6 @@ def probe_env(ctx: Ctx) -> dict[str, Any]:
         return dict(json.loads(text.strip().splitlines()[-1]))
     except (ValueError, IndexError):
         return {"probe_failed": f"rc {rc}: {text[-300:]}"}
-
-
-def _ratio(a: Any, b: Any) -> float | None:
-    return round(a / b, 3) if isinstance(a, int | float) and isinstance(b, int | float) and b > 0 else None
-
-
-def _f(v: Any, nd: int = 2) -> str:
-    return f"{v:.{nd}f}" if isinstance(v, int | float) else "-"
-
-
-def _bound(rec: dict[str, Any]) -> str:
-    b = rec.get("bottleneck") or {}
-    return f"{b.get('bound')} {_f(b.get('share_pct'), 0)}%" if b.get("bound") else "-"
-
-
-def _finding_label(f: dict[str, Any]) -> str:
-    imp = f.get("impact") or {}
-    est = f" {_f(imp.get('est_speedup_low'))}–{_f(imp.get('est_speedup_high'))}x" if imp else ""
-    return f"{f.get('code')}:{f.get('severity')}{est}"
-
-
-def table(h: Harness) -> str:
-    lines = ["| scenario | variant | bound | findings (top 3, sev, est) | warn+ | steps/s agent | samples/s | "
-             "steps/s wall |", "|---|---|---|---|---|---|---|---|"]
-    for r in h.runs:
-        fs = r.get("findings") or []
-        warn = sum(1 for f in fs if f.get("severity") in ("warning", "critical"))
-        lines.append(f"| {r['scenario']} | {r['variant']} | {_bound(r)} | "
-                     f"{', '.join(_finding_label(f) for f in fs[:3]) or '-'} | {warn} | {_f(r.get('steps_per_s'))} | "
-                     f"{_f(r.get('samples_per_s'), 0)} | {_f(r.get('wall_steps_per_s'))} |")
-    lines += ["", "| scenario | stage | fix (rule, sev) | predicted | measured (wall) | in band | cumulative | "
-              "top fastest? |", "|---|---|---|---|---|---|---|---|"]
-    for s in h.stages:
-        fastest = {True: "yes", False: f"no ({s.get('fastest_fix')})", None: "-"}[s.get("top_was_fastest")]
-        lines.append(f"| {s['scenario']} | {s['stage']} | {'forced ' if s['forced'] else ''}{s['fix_kind']} "
-                     f"({s['code']}, {s['severity']}) | {_f(s['est_low'])}–{_f(s['est_high'])}x | "
-                     f"{_f(s['measured_speedup'])}x ({_f(s['wall_speedup'])}x) | "
-                     f"{ {True: 'yes', False: 'no', None: '-'}[s['in_band']] } | {_f(s['cumulative_vs_base'])}x | "
-                     f"{fastest} |")
-    for a in h.alternatives:
-        lines.append(f"| {a['scenario']} | {a['stage']} alt | {a['fix_kind']} ({a['code']}) | "
-                     f"{_f(a['est_low'])}–{_f(a['est_high'])}x | {_f(a['measured_speedup'])}x | | | |")
-    return "\n".join(lines)
-
-
-def summary(h: Harness) -> dict[str, Any]:
-    real = [s for s in h.stages if not s["forced"]]
-    errs = [s["rel_error_of_gain"] for s in real if s["rel_error_of_gain"] is not None]
-    classic = [s for s in real if s["scenario"] == "timm_resnet50"]
-    return {"fixes_applied": len(real), "forced_fixes": len(h.stages) - len(real),
-            "median_rel_error_of_gain": round(statistics.median(errs), 3) if errs else None,
-            "within_25pct_of_gain": sum(1 for e in errs if e <= 0.25), "with_estimate": len(errs),
-            "in_band": sum(1 for s in real if s["in_band"]),
-            "top_was_fastest": [s["top_was_fastest"] for s in real if s.get("top_was_fastest") is not None],
-            "classic_overall_speedup": classic[-1]["cumulative_vs_base"] if classic else None}
 
 
 def main(argv: list[str] | None = None) -> int:
