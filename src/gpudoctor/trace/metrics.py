@@ -13,6 +13,7 @@ What it must not do: read files, know rule thresholds, or import anything heavy.
 
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 from collections import Counter
@@ -271,16 +272,23 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
     device: list[list[tuple[float, float]]] = [[] for _ in range(ctx.n_steps)]
     found = False
     if coll_names:
+        starts = ctx.step_starts
+        disjoint = all(b <= a2 for (_, _, b), (_, a2, _) in zip(ctx.steps, ctx.steps[1:]))
         for i in compress(range(len(t.name)), map(coll_names.__contains__, t.name)):
             if t.stream[i] >= 0 or t.kind[i] not in HOST_KINDS:
                 continue
-            for k, (_, a, b) in enumerate(ctx.steps):  # few steps: a linear scan is fine
-                s, e = max(a, t.ts[i]), min(b, t.ts[i] + t.dur[i])
+            begin, end = t.ts[i], t.ts[i] + t.dur[i]
+            # only the steps that can overlap [begin, end]: from the one holding begin to the last starting before end
+            first = max(0, bisect.bisect_right(starts, begin) - 1) if disjoint else 0
+            for k in range(first, bisect.bisect_left(starts, end)):
+                _, a, b = ctx.steps[k]
+                s, e = max(a, begin), min(b, end)
                 if e > s:
                     host[k].append((s, e))
                     found = True
+    comm_ids = _communication_ids(t)
     for i in ctx.device:
-        if t.kind[i] != K_KERNEL or not kn.is_communication(t.names[t.name[i]]):
+        if t.kind[i] != K_KERNEL or t.name[i] not in comm_ids:
             continue
         step = ctx.step_of_device(t, i)
         if step is not None:
@@ -295,10 +303,16 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
     return out
 
 
+def _communication_ids(t: EventTable) -> set[int]:
+    """Name ids of communication kernels (NCCL/RCCL), classified once per distinct name."""
+    return {nid for nid, n in enumerate(t.names) if kn.is_communication(n)}
+
+
 def _collectives(t: EventTable, ctx: Context) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
+    comm_ids = _communication_ids(t)
     for i in ctx.device:
-        if t.kind[i] == K_KERNEL and kn.is_communication(t.names[t.name[i]]):
+        if t.kind[i] == K_KERNEL and t.name[i] in comm_ids:
             out.setdefault(t.names[t.name[i]], []).append(t.ts[i])
     return out
 
