@@ -96,9 +96,13 @@ class Context:
 
     def step_of_device(self, t: EventTable, i: int) -> int | None:
         """Step of a GPU event, by the host time of the call that launched it (computed once for all)."""
+        return self.device_steps(t).get(i)
+
+    def device_steps(self, t: EventTable) -> dict[int, int]:
+        """Device event index → step index, for every device event launched inside a step (in event order)."""
         if self._device_step is None:
             self._device_step = self._device_steps(t)
-        return self._device_step.get(i)
+        return self._device_step
 
     def _device_steps(self, t: EventTable) -> dict[int, int]:
         """Device event index → step index, for the device events launched inside a step."""

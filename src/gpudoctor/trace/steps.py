@@ -186,13 +186,13 @@ def step_rows(t: EventTable, ctx: Context) -> list[dict[str, Any]]:
     compute: list[list[tuple[float, float]]] = [[] for _ in ctx.steps]   # busy without collectives
     kernels = [0] * ctx.n_steps
     comm_names = {j for j, name in enumerate(t.names) if kn.is_communication(name)}
-    for i in ctx.device:
-        k = ctx.step_of_device(t, i)
-        if k is not None:
-            busy[k].append((t.ts[i], t.ts[i] + t.dur[i]))
-            if t.name[i] not in comm_names:  # a fast rank's NCCL kernel spins while it waits
-                compute[k].append((t.ts[i], t.ts[i] + t.dur[i]))
-            kernels[k] += t.kind[i] == K_KERNEL
+    ts, dur, name, kind = t.ts, t.dur, t.name, t.kind
+    for i, step in ctx.device_steps(t).items():  # the device events launched inside a step, in event order
+        interval = (ts[i], ts[i] + dur[i])
+        busy[step].append(interval)
+        if name[i] not in comm_names:  # a fast rank's NCCL kernel spins while it waits
+            compute[step].append(interval)
+        kernels[step] += kind[i] == K_KERNEL
     dl = [0.0] * ctx.n_steps
     for i in ctx.host_ops(t, lambda n: n.startswith("enumerate(DataLoader)")):
         k = ctx.step_of(t.ts[i])
