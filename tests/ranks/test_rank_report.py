@@ -22,7 +22,7 @@ from .conftest import to_windows
 Runs = Callable[[str], dict[int, list[dict]]]
 
 COLUMNS = ["rank", "pid", "steps_total", "since_last_step_s", "step_time_ms", "data_wait_pct",
-           "collective_wait_pct", "compute_ms", "gpu_util_pct", "straggler_score", "status", "cause"]
+           "collective_wait_pct", "compute_ms", "gpu_util_pct", "straggler_score", "status", "cause", "note"]
 
 
 def _snapshot(table: tuple[dict, ...]) -> Snapshot:

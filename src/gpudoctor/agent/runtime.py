@@ -89,6 +89,9 @@ class Agent:
         if source is not self.step_source:
             if source.strength < self.step_source.strength:
                 return
+            if self.steps_total and self.step_source is not StepSource.NONE:
+                # the weaker source's last boundary (this step's backward) and this one end one step
+                self.steps_total -= 1
             self.step_source = source
             self.steps_recorded = 0
             self.last_step_t = 0.0
