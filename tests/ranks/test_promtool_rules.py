@@ -151,3 +151,14 @@ def test_cross_node_hang_fires_only_once_the_ranks_stop(tmp_path: Path) -> None:
     ]}
     out = _promtool_test(tmp_path, [test])
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_promtool
+def test_promtool_checks_the_example_alerts_in_the_docs(tmp_path: Path) -> None:
+    """The per-node alerts shown in docs/prometheus.md (GD601 status, GD610, GD613, input) load too."""
+    docs = (HERE.parents[1] / "docs" / "prometheus.md").read_text()
+    (block,) = re.findall(r"```yaml\n(# alerts\.yml.*?)```", docs, re.S)
+    (tmp_path / "alerts.yml").write_text(block)
+    out = subprocess.run([PROMTOOL, "check", "rules", str(tmp_path / "alerts.yml")], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "4 rules found" in out.stdout, out.stdout + out.stderr
