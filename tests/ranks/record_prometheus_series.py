@@ -16,6 +16,7 @@ Usage (about 4 minutes; re-run when the exporter's metric names change)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -81,7 +82,13 @@ def record(job: list[str], out: Path, seconds: float, every_s: float, env: dict[
                 attach.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 attach.kill()
+        import psutil  # torchrun starts its ranks in sessions of their own: its process group misses them
+
+        victims = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
         os.killpg(proc.pid, signal.SIGKILL)
+        for child in victims:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
         proc.wait()
 
 

@@ -5,6 +5,7 @@ Each rank of ``ddp_job.py`` writes its own PID into its step rows, so the test k
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -47,8 +48,12 @@ def _start(cmd: list[str], out: Path) -> Iterator[tuple[subprocess.Popen, dict[i
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         yield proc, _rank_pids(out)
-    finally:
+    finally:  # torchrun starts its ranks in sessions of their own: its process group misses them
+        victims = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
         os.killpg(proc.pid, signal.SIGKILL)
+        for child in victims:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
         proc.wait(timeout=10)
 
 

@@ -61,8 +61,12 @@ def _job(cmd: list[str], out: Path, n: int = 2) -> Iterator[tuple[int, dict[int,
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield proc.pid, _pids(out, n)
-    finally:
+    finally:  # accelerate's torchrun starts its ranks in sessions of their own: the group misses them
+        victims = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
         os.killpg(proc.pid, signal.SIGKILL)
+        for child in victims:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
         proc.wait(timeout=10)
 
 
