@@ -20,6 +20,12 @@ CASES = [
     ("void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>(x)",
      kn.LOW_PRECISION),
     ("nvjet_sm90_tst_128x256_64x4_1x2_h_bz_coopA_NNT", kn.LOW_PRECISION),
+    # SDPA with fp32 inputs takes the memory-efficient kernel in fp32 (nanoGPT fp32 on the H200);
+    # with bf16 inputs the flash kernels run on tensor cores
+    ("fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+     kn.FP32_SIMT),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, false>(pytorch_flash::Flash_fwd_params)",
+     kn.LOW_PRECISION),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)", None),
     ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(float, float)", None),
 ]

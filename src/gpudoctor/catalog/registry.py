@@ -144,6 +144,7 @@ fusible_elementwise_ms_per_step          trace:rank                             
 fusible_reduce_ms_per_step               trace:rank                                    ms      trace.fusion     reduction, loss and softmax kernels per step
 fusible_copy_ms_per_step                 trace:rank                                    ms      trace.fusion     copy and dtype-cast kernels per step
 compiled_kernel_pct_of_gpu               trace:rank                                    %       trace.fusion     Inductor (triton_) kernels as a share of GPU kernel time
+compiled_kernel_ms_per_step              trace:rank                                    ms      trace.fusion     Inductor (Triton) kernel time per step
 cast_ms_per_step                         trace:rank                                    ms      trace.fusion     dtype-cast kernels per step (fp32 to bf16/fp16 and back)
 autocast_cast_ms_per_step                trace:rank                                    ms      trace.fusion     cast kernels per step launched inside an autocast-eligible op or autograd's ToCopyBackward
 autocast_cast_kernels_per_step           trace:rank                                    number  trace.fusion     those cast kernels per step

@@ -96,6 +96,7 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         "fusible_pct_of_gpu": pct(fusible_us, gpu_us),
         "fusible_kernels_per_step": round(fusible_kernels / n, 1),
         "compiled_kernel_pct_of_gpu": pct(triton_us, gpu_us),
+        "compiled_kernel_ms_per_step": round(triton_us / 1000.0 / n, 3),
         "cast_ms_per_step": round(cast_us / 1000.0 / n, 3),
         "autocast_cast_ms_per_step": round(autocast_us / 1000.0 / n, 3),
         "autocast_cast_kernels_per_step": round(autocast_kernels / n, 1),

@@ -72,6 +72,8 @@ def gemm_precision(name: str) -> str | None:
     low = name.lower()
     if not any(h in low for h in _GEMM_HINTS) or any(h in low for h in _NOT_GEMM_HINTS):
         return None
+    if _is_fp32_attention(low):
+        return FP32_SIMT
     if any(h in low for h in _LOWP_HINTS):
         return LOW_PRECISION
     if any(h in low for h in _TF32_HINTS):
@@ -79,6 +81,17 @@ def gemm_precision(name: str) -> str | None:
     if any(h in low for h in _FP32_HINTS):
         return FP32_SIMT
     return UNKNOWN
+
+
+_ATTENTION_HINTS = ("fmha", "flash_fwd", "flash_bwd", "attention")
+_HALF_DTYPE_HINTS = ("bf16", "fp16", "f16", "bfloat16", "half", "e4m3", "e5m2", "fp8")
+
+
+def _is_fp32_attention(low: str) -> bool:
+    """Fused attention in fp32 (``fmha_cutlassF_f32_aligned_64x64_rf_sm80``: the memory-efficient SDPA
+    kernel that fp32 inputs get); under bf16/fp16 the flash kernels run on tensor cores instead."""
+    return (any(h in low for h in _ATTENTION_HINTS) and ("f32" in low or "float" in low)
+            and not any(h in low for h in _HALF_DTYPE_HINTS))
 
 
 @lru_cache(maxsize=65536)
