@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import operator
 from collections.abc import Sequence
+from itertools import compress
 from typing import Any
 
 from gpudoctor.bottleneck import PARTS, Bottleneck, verdict_from_parts
@@ -46,6 +47,7 @@ HOST_PROFILER_INFLATION = 1.6
 _LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                  "cudaGraphLaunch", "hipLaunchKernel", "hipExtModuleLaunchKernel")
 _HOST_ACTIVE_KINDS = frozenset({K_CPU_OP, K_ANNOTATION, K_RUNTIME, K_OTHER})
+_HOST_ACTIVE_MASK = bytes(1 if k in _HOST_ACTIVE_KINDS else 0 for k in range(256))
 _ALLOCATOR_CALLS = ("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaHostAlloc")
 
 
@@ -160,12 +162,14 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     gemm_us = dict.fromkeys(("gemm", "gemm_fp32_simt", "gemm_tf32", "gemm_lowp", "matmul_fp32_simt", "conv_fp32_simt",
                              "gemm_unknown_matmul", "gemm_unknown_conv"), 0.0)
     lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
+    class_of: dict[tuple[int, int], str] = {}  # (kind, name id) → class: one name classification, not one per event
     for i in ctx.device:
         start, end = t.ts[i], t.ts[i] + t.dur[i]
         if end <= start:
             continue
         if end > lo and start < hi:
-            cls = _gpu_class(t, i)
+            key = (t.kind[i], t.name[i])
+            cls = class_of.get(key) or class_of.setdefault(key, _gpu_class(t, i))
             by_class.setdefault(cls, []).append((start, end))
             if cls == "gpu:gemm/conv" and ctx.step_of_device(t, i) is not None:
                 _add_gemm(gemm_us, t.names[t.name[i]], t.dur[i])
@@ -205,13 +209,12 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
 
 def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tuple[float, float]:
     """µs the host's threads run training work inside the steps (union over threads), and of it in the DataLoader."""
-    host: list[Interval] = []
     skip = {i for i, n in enumerate(t.names) if n.startswith("ProfilerStep")}
-    kind, name, ts, dur, stream = t.kind, t.name, t.ts, t.dur, t.stream
+    name, ts, dur = t.name, t.ts, t.dur
     lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
-    for i in range(len(kind)):
-        if kind[i] in _HOST_ACTIVE_KINDS and stream[i] < 0 and lo <= ts[i] <= hi and name[i] not in skip:
-            host.append((ts[i], ts[i] + dur[i]))
+    # host kinds by a byte table over the kind column (host events carry no stream): no per-event kind test
+    candidates = compress(range(len(t.kind)), t.kind.translate(_HOST_ACTIVE_MASK))
+    host = [(ts[i], ts[i] + dur[i]) for i in candidates if lo <= ts[i] <= hi and name[i] not in skip]
     merged = merge(host)
     inside = sum(total(_clip(merged, a, b)) for _, a, b in ctx.steps)
     in_loader = sum(intersection_length(_clip(merged, a, b), _clip(loader, a, b)) for _, a, b in ctx.steps)
