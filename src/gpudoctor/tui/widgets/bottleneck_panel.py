@@ -25,6 +25,7 @@ class BottleneckPanel(Static):
     DEFAULT_CSS = "BottleneckPanel { height: auto; max-height: 5; padding: 0 1; }"
 
     def show(self, bottleneck: Bottleneck | None, waiting: str = "waiting for step times…") -> None:
+        self.display = bottleneck is not None  # no line until there is a verdict (a CPU-only job never has one)
         if bottleneck is None:
             update_static(self, Text(f"Bottleneck: {waiting}", style="dim"))
             return

@@ -64,18 +64,24 @@ def finding_renderable(finding: Finding, sections: dict[str, str] | None) -> Gro
     head.append(f"{finding.code} {finding.name}", style="bold")
     head.append(f"\n{finding.title}", style="italic")
     parts: list[RenderableType] = [head, Text(finding.message)]
-    if finding.impact is not None:
-        parts.append(Text("Gain: ", style="bold cyan") + Text(finding.impact.describe(), style="bold")
-                     + Text(f"\n{finding.impact.basis}", style="dim"))
-    elif finding.impact_note:
-        parts.append(Text(f"Gain: no estimate — {finding.impact_note}", style="dim"))
-    where = finding.location.describe()
-    sources = " + ".join(s.value for s in finding.sources)
-    if where:
-        parts.append(Text(f"where: {where}  (from {sources})", style="dim"))
+    if finding.impact is not None:  # one line here; how it was estimated goes under the fix
+        imp = finding.impact
+        share = f" · costs {imp.cost_pct_of_step:.0f}%" if imp.cost_pct_of_step is not None else ""
+        gain = f"{imp.est_speedup_low:.2f}×" if abs(imp.est_speedup_high - imp.est_speedup_low) < 0.005 \
+            else f"{imp.est_speedup_low:.2f}–{imp.est_speedup_high:.2f}×"
+        parts.append(Text("Gain: ", style="bold cyan") + Text(f"est. {gain}", style="bold") + Text(share))
+
     if finding.evidence:
         parts += [Text(""), evidence_table(finding)]
     parts += [Text(""), Text("Fix (enter: full size)", style="bold"), *fix_renderables(finding.fix)]
+    if finding.impact is not None:
+        parts += [Text(""), Text("How the gain is estimated", style="bold"),
+                  Text(f"{finding.impact.describe()}: {finding.impact.basis}", style="dim")]
+    elif finding.impact_note:
+        parts += [Text(""), Text(f"Gain: no estimate — {finding.impact_note}", style="dim")]
+    where = finding.location.describe()  # the list's "where" column shows it too: here with its sources
+    sources = " + ".join(s.value for s in finding.sources)
+    parts.append(Text(f"where: {where or 'the job'}  (from {sources})", style="dim"))
     if sections and sections.get("Why it is slow"):
         parts += [Text(""), Text("Why it is slow", style="bold"), Markdown(sections["Why it is slow"].strip())]
     return Group(*parts)
