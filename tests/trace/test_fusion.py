@@ -93,7 +93,7 @@ def test_compile_rule_on_eager_bf16_resnet(trace_file: Callable[[str], Path]) ->
     assert impact is not None and impact.side == "gpu"
     assert impact.cost_ms_per_step == pytest.approx(_values(path)["fusible_ms_per_step"])
     # 13.6 ms/step fusible × 0.35–0.6 on a ~20 ms step, bounded by the host's floor
-    assert 1.2 < impact.est_speedup_low < impact.est_speedup_high < 1.8
+    assert 1.2 < impact.est_speedup_low < impact.est_speedup_high < 2.0  # 0.4–0.75 of the fusible time (H200-calibrated)
 
 
 def test_compile_rule_quiet_when_compiled(trace_file: Callable[[str], Path]) -> None:
