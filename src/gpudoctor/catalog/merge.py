@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from gpudoctor.model import Finding, Source, sort_findings
+from gpudoctor.model import Finding, Severity, Source, sort_findings
 
 #: Which source's estimate is trusted most when several agree.
 _SOURCE_TRUST = {Source.TRACE: 3, Source.LIVE: 2, Source.ENV: 1, Source.STATIC: 0}
@@ -56,3 +56,26 @@ def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
         also = tuple(dict.fromkeys([*best.also_sources, *others]))
         merged.append(replace(best, also_sources=also) if also != best.also_sources else best)
     return sort_findings(merged)
+
+
+#: A live data wait at or above this share of the step means the GPU waits for input (GD102's threshold).
+INPUT_BOUND_PCT = 10.0
+
+
+def bound_by_live_input(findings: Iterable[Finding], data_wait_pct: float | None) -> list[Finding]:
+    """Findings whose fix shortens GPU work do not warn while the live loop waits for data.
+
+    A profile window of a few steps can catch steps whose batches happened to be ready (a bursty
+    loader), so its GPU-side estimates ignore the wait the agent measures over many steps. While that
+    wait is at least :data:`INPUT_BOUND_PCT` of the step, a faster GPU only makes the GPU wait longer:
+    such findings become info, and their basis says why; the input finding comes first.
+    """
+    out = list(findings)
+    if data_wait_pct is None or data_wait_pct < INPUT_BOUND_PCT:
+        return out
+    note = (f"; while the loop waits for data {data_wait_pct:.0f}% of each step (agent), this gain "
+            f"comes only after the input fix (GD102)")
+    for i, f in enumerate(out):
+        if f.impact is not None and f.impact.side == "gpu" and f.severity is not Severity.INFO:
+            out[i] = replace(f, severity=Severity.INFO, impact=replace(f.impact, basis=f.impact.basis + note))
+    return out

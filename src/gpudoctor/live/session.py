@@ -26,7 +26,7 @@ from typing import Any
 from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.catalog import Catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.catalog.merge import merge_findings
+from gpudoctor.catalog.merge import bound_by_live_input, merge_findings
 from gpudoctor.live import stacks as stacks_mod
 from gpudoctor.live.agentlink import AgentLink
 from gpudoctor.live.bottleneck import live_bottleneck
@@ -109,6 +109,7 @@ class LiveSession:
         self._profile_findings: list[Finding] = []
         self._profile_bottleneck: Bottleneck | None = None  # from the last profile window's trace
         self._live_bottleneck: Bottleneck | None = None     # from the agent's timings and NVML
+        self._live_data_wait_pct: float | None = None        # the agent's data wait, last window
         self._windows = 0
         self._stack_windows = 0
         self._exited_at: float | None = None
@@ -345,6 +346,8 @@ class LiveSession:
         job = next((fs.values for fs in factsets if fs.scope == "job"), {})
         with self._lock:
             self._live_bottleneck = live_bottleneck(job)
+            wait = job.get("data_wait_pct")
+            self._live_data_wait_pct = float(wait) if isinstance(wait, (int, float)) else None
             self._findings = self._hysteresis.update(result.findings, now)
             self._not_evaluated = result.not_evaluated
             self._windows += 1
@@ -406,7 +409,8 @@ class LiveSession:
             timestamp=time.time(), started_at=self.started_at, target_pid=self.pid,
             process=self._process, gpus=latest_gpus, shm=self._shm, stacks=self._stacks,
             steps=self._agent.steps, agent=self._agent.state(),
-            findings=tuple(merge_findings([*self._findings, *self._profile_findings])),
+            findings=tuple(merge_findings(bound_by_live_input([*self._findings, *self._profile_findings],
+                                                              self._live_data_wait_pct))),
             bottleneck=self._profile_bottleneck or self._live_bottleneck,
             not_evaluated=tuple(self._not_evaluated), notes=tuple(self._notes.values()),
             ranks=self._ranks.pids if self._ranks is not None else (),
