@@ -11,9 +11,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpudoctor.catalog import rulecache
 from gpudoctor.catalog.impact import DEFAULT_OPTIONS
 from gpudoctor.catalog.registry import REGISTRY, unknown_names
-from gpudoctor.catalog.rulefile import Rule, RuleFileError, load_rule_file
+from gpudoctor.catalog.rulefile import Rule, RuleFileError, parse_rule_text, read_rule_text
 from gpudoctor.model import Source
 
 #: Retired or renamed codes → the code that now covers them.
@@ -60,21 +61,38 @@ class Catalog:
 
 
 def load_catalog(extra_dirs: Iterable[Path] = ()) -> Catalog:
-    """Load the built-in rules and then each extra directory (later ones win on equal codes)."""
+    """Load the built-in rules and then each extra directory (later ones win on equal codes).
+
+    Every rule file is read on each call; the parsed rules come from :mod:`.rulecache` when the
+    files and the parsing code are unchanged since a catalog was last parsed from them.
+    """
+    dirs = [builtin_rules_dir(), *(Path(d) for d in extra_dirs)]
+    files: list[tuple[Path, str]] = []
+    for directory in dirs:
+        if not directory.is_dir():
+            raise RuleFileError(f"{directory}: rule directory does not exist")
+        files.extend((path, read_rule_text(path)) for path in sorted(directory.glob("GD*.md")))
+    key = rulecache.catalog_key(files)
+    cached = rulecache.load_cached(dirs, key)
+    if cached is not None:
+        return Catalog(cached)
+    rules = _parse_rules(files)
+    rulecache.store(dirs, key, rules)
+    return Catalog(rules)
+
+
+def _parse_rules(files: Iterable[tuple[Path, str]]) -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
     names: dict[str, str] = {}
-    for directory in (builtin_rules_dir(), *extra_dirs):
-        if not Path(directory).is_dir():
-            raise RuleFileError(f"{directory}: rule directory does not exist")
-        for path in sorted(Path(directory).glob("GD*.md")):
-            rule = load_rule_file(path)
-            check_rule_facts(rule, path)
-            other = names.get(rule.name)
-            if other is not None and other != rule.code:
-                raise RuleFileError(f"{path}: name {rule.name!r} is already used by {other}")
-            rules[rule.code] = rule
-            names[rule.name] = rule.code
-    return Catalog(rules)
+    for path, text in files:
+        rule = parse_rule_text(text, str(path), path)
+        check_rule_facts(rule, path)
+        other = names.get(rule.name)
+        if other is not None and other != rule.code:
+            raise RuleFileError(f"{path}: name {rule.name!r} is already used by {other}")
+        rules[rule.code] = rule
+        names[rule.name] = rule.code
+    return rules
 
 
 def check_rule_facts(rule: Rule, origin: object) -> None:

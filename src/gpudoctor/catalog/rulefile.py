@@ -108,13 +108,17 @@ def parse_rule_text(text: str, origin: str = "<rule>", path: Path | None = None)
         raise RuleFileError(f"{origin}: {exc}") from None
 
 
-def load_rule_file(path: Path) -> Rule:
-    """Read and parse one rule file: a regular file of at most :data:`MAX_RULE_FILE_BYTES` only."""
+def read_rule_text(path: Path) -> str:
+    """The text of one rule file: a regular file of at most :data:`MAX_RULE_FILE_BYTES` only."""
     try:
-        text = read_regular_text(path, MAX_RULE_FILE_BYTES)
+        return read_regular_text(path, MAX_RULE_FILE_BYTES)
     except InputFileError as exc:
         raise RuleFileError(f"{path}: rule file {exc}") from None
-    return parse_rule_text(text, str(path), path)
+
+
+def load_rule_file(path: Path) -> Rule:
+    """Read and parse one rule file (:func:`read_rule_text`, then :func:`parse_rule_text`)."""
+    return parse_rule_text(read_rule_text(path), str(path), path)
 
 
 def _parse(text: str, path: Path | None) -> Rule:
