@@ -10,12 +10,12 @@ from gpudoctor.catalog import load_catalog
 EXPECTED = {
     "GD403": [("trace", "rank", "gpu"), ("live", "job", "none"), ("static", "python.training_loop", "none")],
     "GD303": [("trace", "rank", "host"), ("trace", "rank", "host")],
-    "GD402": [("trace", "rank", "host"), ("trace", "rank", "none"), ("live", "job", "none")],
+    "GD402": [("trace", "rank", "host"), ("trace", "rank", "none"), ("live", "job", "none"), ("live", "job", "none")],
     "GD210": [("trace", "rank", "gpu")],
     "GD806": [("env", "machine", "none")],
 }
 #: options that must feed the estimate (tuning them must change it)
-SAVING_OPTIONS = {"GD403": ["fusion_saving_low", "fusion_saving_high"],
+SAVING_OPTIONS = {"GD403": ["fusion_saving_low", "fusion_saving_high", "layout_saving_low", "layout_saving_high"],
                   "GD303": ["graph_saving_low", "graph_saving_high"],
                   "GD402": ["recompile_saving_low", "recompile_saving_high"],
                   "GD210": ["cast_saving_low", "cast_saving_high"]}
