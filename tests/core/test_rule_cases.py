@@ -54,6 +54,8 @@ NO_CASE: dict[tuple[str, int], str] = {
     ("GD401", 3): _ZOO.format("graph_breaks"),
     ("GD402", 0): "no recorded trace compiles inside its profiled steps; needs a profile window that starts before torch.compile's first call",
     ("GD402", 2): _ZOO.format("graph_breaks") + " with a shape change that recompiles",
+    ("GD402", 3): "no recorded live run recompiled only in warm-up; needs nanoGPT compiled (its first eval-mode recompile) "
+                  "from bench/gpu/realscripts_validation.py, recorded with the windowed recompile count",
     ("GD501", 0): _ZOO.format("memory_pressure"),
     ("GD501", 1): _ZOO.format("memory_pressure"),
     ("GD501", 2): "no recorded trace was profiled with profile_memory=True near the GPU's limit; needs memory_pressure profiled so",

@@ -64,11 +64,21 @@ def test_job_facts_fire_input_shm_threads_and_agent_rules() -> None:
     stacks = StackSample(now, 5.0, 250, {"data_loading": 86.0, "forward": 10.0, "other": 4.0},
                          (("workload.py:57 SlowSet.__getitem__", 67.0),))
     steps = StepStats(now, 400, 40, data_wait_pct=61.0, graph_breaks=3,
-                      graph_break_reasons=(("train.py:12 print", 3),), recompiles=2,
+                      graph_break_reasons=(("train.py:12 print", 3),), recompiles=2, recompiles_in_window=2,
                       cuda_mem_allocated_mib=1000.0, cuda_mem_reserved_mib=9000.0, cuda_mem_total_mib=10000.0,
                       cuda_mem_peak_mib=9500.0, mem_allocated_trend_mib_per_100_steps=300.0)
     codes = _codes([_gpu(util_pct=20.0)], proc=proc, shm=shm, stacks=stacks, steps=steps)
     assert {"GD102", "GD103", "GD104", "GD305", "GD401", "GD402", "GD501", "GD502", "GD503"} <= codes
+
+
+def test_warm_up_recompiles_are_info_and_recent_ones_warn() -> None:
+    def gd402(recent: int) -> list[str]:
+        steps = StepStats(time.time(), 400, 40, recompiles=2, recompiles_in_window=recent)
+        factsets = build_factsets(10, [], None, None, None, steps, 10.0)
+        return [f.severity.value for f in evaluate(CATALOG, factsets, [Source.LIVE]).findings if f.code == "GD402"]
+
+    assert gd402(0) == ["info"]        # both recompiles were before the window: warm-up
+    assert gd402(1) == ["warning"]     # still recompiling now
 
 
 def test_missing_evidence_is_not_evaluated_not_passed() -> None:

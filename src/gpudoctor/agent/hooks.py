@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gpudoctor.agent.runtime import Agent
 
 MAX_REASONS = 20
+MAX_RECOMPILE_TIMES = 64   # recompile timestamps kept for the windowed count
 # Enum attribute lookups cost ~0.5 µs each; the per-step hooks compare against these.
 _EXPLICIT, _OPTIMIZER, _BACKWARD, _NONE = (StepSource.EXPLICIT, StepSource.OPTIMIZER, StepSource.BACKWARD,
                                            StepSource.NONE)
@@ -80,6 +81,7 @@ class TorchHooks:
         self.loader_prefetch_factor: int | None = None
         self.graph_break_reasons: dict[str, int] = {}
         self.recompiles = 0
+        self.recompile_times: list[float] = []   # perf_counter of the last recompiles (bounded)
         self.recompiles_hooked = False
 
     # -- install / uninstall -----------------------------------------------------------------
@@ -331,6 +333,7 @@ class TorchHooks:
             hooks = hooks_ref()
             if hooks is not None and hooks._live_agent() is not None:
                 hooks.recompiles += 1
+                hooks.recompile_times = [*hooks.recompile_times[-(MAX_RECOMPILE_TIMES - 1):], _perf()]
             return original(*args, **kwargs)
 
         return get_and_maybe_log_recompilation_reasons
@@ -409,7 +412,7 @@ class TorchHooks:
         except Exception:
             return None
 
-    def compile_counters(self) -> dict[str, Any]:
+    def compile_counters(self, window_s: float | None = None) -> dict[str, Any]:
         utils = sys.modules.get("torch._dynamo.utils")
         counters = getattr(utils, "counters", None)
         if counters is None:
@@ -422,6 +425,8 @@ class TorchHooks:
                 "graph_breaks": int(sum(breaks.values())),
                 "graph_break_reasons": sorted(reasons.items(), key=lambda kv: -kv[1]),
                 "recompiles": self.recompiles if self.recompiles_hooked else None,
+                "recompiles_in_window": (sum(1 for t in self.recompile_times if t >= _perf() - window_s)
+                                         if self.recompiles_hooked and window_s is not None else None),
                 "unique_graphs": self._compiled_graphs(),
             }
         except Exception:

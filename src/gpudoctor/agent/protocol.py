@@ -128,6 +128,8 @@ class StepStats:
     graph_break_reasons: tuple[tuple[str, int], ...] = field(
         default=(), metadata={"doc": "[reason with user file:line, count] pairs, most frequent first"})
     recompiles: int | None = _doc("torch.compile recompilations")
+    recompiles_in_window: int | None = _doc("recompilations inside the stats window (a warm-up recompile, e.g. the "
+                                            "first switch to eval mode, falls out of it)")
     unique_graphs: int | None = _doc("torch.compile graphs")
     autocast_enabled: bool | None = _doc("autocast on in the outermost forward (probed every 50 steps)")
     autocast_dtype: str | None = _doc("autocast dtype, e.g. bfloat16")

@@ -200,7 +200,7 @@ class Agent:
         if th.loader_batch_bytes is not None:
             out.update(loader_batch_mib=th.loader_batch_bytes / 2**20, loader_workers=th.loader_workers,
                        loader_prefetch_factor=th.loader_prefetch_factor)
-        out.update(self.torch_hooks.compile_counters())
+        out.update(self.torch_hooks.compile_counters(window_s))
         out.update(self.torch_hooks.cuda_memory())
         out.update(self.syncs.stats())
         out["mem_allocated_trend_mib_per_100_steps"] = _trend_mib_per_100_steps(self.mem_history())
@@ -248,16 +248,26 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 
 def _trend_mib_per_100_steps(points: list[tuple[int, int]]) -> float | None:
-    """Least-squares slope of allocated memory over steps, or None with too few points."""
-    if len(points) < 5 or points[-1][0] - points[0][0] < 20:
+    """Least-squares slope of allocated memory over the later half of the recorded steps, or None.
+
+    Only the later half: warm-up (cuDNN workspaces, torch.compile's first graphs, optimizer state made
+    on the first step, caches filling) raises memory once at the start and then stops, which a slope
+    over the whole history reads as a leak (nanoGPT compiled and a Hugging Face Trainer on the H200: a
+    false GD503 in 30 s windows). A leak grows in both halves alike, so it still shows.
+    """
+    if len(points) < 2:
         return None
-    n = len(points)
-    mean_x = sum(p[0] for p in points) / n
-    mean_y = sum(p[1] for p in points) / n
-    var_x = sum((p[0] - mean_x) ** 2 for p in points)
+    middle = (points[0][0] + points[-1][0]) / 2
+    late = [p for p in points if p[0] >= middle]
+    if len(late) < 5 or late[-1][0] - late[0][0] < 20:
+        return None
+    n = len(late)
+    mean_x = sum(p[0] for p in late) / n
+    mean_y = sum(p[1] for p in late) / n
+    var_x = sum((p[0] - mean_x) ** 2 for p in late)
     if var_x == 0:
         return None
-    cov = sum((p[0] - mean_x) * (p[1] - mean_y) for p in points)
+    cov = sum((p[0] - mean_x) * (p[1] - mean_y) for p in late)
     return cov / var_x * 100 / (1024 * 1024)
 
 

@@ -291,6 +291,7 @@ graph_breaks                             live:job                               
 graph_break_reasons                      live:job                                      list    live.facts       graph-break reasons with user file:line
 graph_break_top_reason                   live:job                                      text    live.facts       the most frequent reason
 recompiles                               live:job                                      count   agent            torch.compile recompilations
+recompiles_in_window                     live:job                                      count   agent            torch.compile recompilations inside the stats window
 unique_graphs                            live:job                                      count   agent            compiled graphs
 autocast_enabled                         live:job                                      bool    agent            autocast active in the training steps
 autocast_dtype                           live:job                                      text    agent            autocast dtype

@@ -148,7 +148,7 @@ def step_values(steps: StepStats) -> dict[str, Any]:
     values: dict[str, Any] = {
         name: getattr(steps, name)
         for name in ("steps_total", "window_steps", "step_time_p50_ms", "step_time_p90_ms", "steps_per_s",
-                     "data_wait_pct", "data_wait_p50_ms", "h2d_ms_per_step", "graph_breaks", "recompiles",
+                     "data_wait_pct", "data_wait_p50_ms", "h2d_ms_per_step", "graph_breaks", "recompiles", "recompiles_in_window",
                      "unique_graphs", "autocast_enabled", "autocast_dtype", "tf32_matmul", "tf32_cudnn",
                      "cudnn_benchmark", "cuda_mem_allocated_mib", "cuda_mem_reserved_mib", "cuda_mem_peak_mib",
                      "cuda_mem_total_mib", "cuda_alloc_retries", "cuda_ooms",
