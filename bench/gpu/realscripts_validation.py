@@ -78,7 +78,7 @@ class Harness:
     def duration_for(self, sc: Scenario, applied: tuple[str, ...]) -> float:
         """--duration: the base window, plus (``run``: the watch starts at launch) the compile time."""
         extra = self.compile_extra(sc, applied) if self.args.launch == "run" else 0.0
-        return float(self.args.duration + extra)
+        return float(self.args.duration + extra + (0.0 if self.ctx.cpu else sc.startup_s))
 
     def warmup_for(self, sc: Scenario, applied: tuple[str, ...]) -> float:
         """``attach``: the longest wait for the script's first progress line before attaching anyway."""

@@ -52,6 +52,7 @@ class Scenario:
     wall: str                                    # reportread.wall_rate format of its progress lines
     chain: int = 4                               # apply up to this many fixes in sequence
     compile_s: float = 60.0                      # GPU: extra --duration for a compiled run (compile time)
+    startup_s: float = 0.0                       # GPU: extra --duration for a slow start (imports, first batch)
     prepare: Callable[[Ctx], object] | None = None   # writes the data it reads
     note: str = ""
     env: dict[str, str] = field(default_factory=dict)
@@ -188,7 +189,7 @@ SCENARIOS: list[Scenario] = [
         cwd=lambda c: c.scripts / "lightning", base=_lightning_base,
         fixes=lambda c: {"workers": ["--model.workers", str(c.workers)],
                          "bf16": ["--trainer.precision", "bf16-mixed"]},
-        batch=lambda c: 4 if c.cpu else 128, wall="tqdm", chain=2,
+        batch=lambda c: 4 if c.cpu else 128, wall="tqdm", chain=2, startup_s=45.0,   # no step within 30 s (H200)
         prepare=_images,
         note="LightningCLI, ImageFolder of generated JPEGs decoded in the training process (workers 0)"),
     Scenario(
