@@ -182,7 +182,7 @@ SCENARIOS: list[Scenario] = [
         fixes=lambda c: {"bf16": ["--amp", "--amp-dtype", "bfloat16"], "channels_last": ["--channels-last"],
                          "compile": ["--torchcompile"],
                          "cuda_graphs": ["--torchcompile", "--torchcompile-mode", "reduce-overhead"]},
-        batch=lambda c: 8 if c.cpu else 256, wall="timm_bench", compile_s=75.0,
+        batch=lambda c: 8 if c.cpu else 256, wall="timm_bench", compile_s=75.0, startup_s=20.0,  # cold start ~30 s
         note="the classic sequence: ResNet-50 batch 256, eager fp32, then each fix gpudoctor names"),
     Scenario(
         "lightning_imagenet", 2, "Lightning-AI/pytorch-lightning examples/pytorch/domain_templates/imagenet.py",
