@@ -34,7 +34,7 @@ from gpudoctor.model import FactValue
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import Context
 from gpudoctor.trace.events import K_ANNOTATION, K_CPU_OP, K_MEMCPY, K_MEMSET, K_OTHER, K_RUNTIME, EventTable
-from gpudoctor.trace.timeline import Interval, intersection_length, merge, total
+from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, total
 
 #: A kernel launch that takes longer than this is blocked on a full launch queue (µs).
 LAUNCH_BLOCKED_US = 50.0
@@ -51,30 +51,41 @@ _HOST_ACTIVE_MASK = bytes(1 if k in _HOST_ACTIVE_KINDS else 0 for k in range(256
 _ALLOCATOR_CALLS = ("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaHostAlloc")
 
 
-def _gpu_class(t: EventTable, i: int) -> str:
-    if t.kind[i] in (K_MEMCPY, K_MEMSET):
+def _gpu_class(kind: int, info: kn.KernelClass) -> str:
+    """The step-picture class of a device event of this kind and name."""
+    if kind in (K_MEMCPY, K_MEMSET):
         return "gpu:memcpy"
-    name = t.names[t.name[i]]
-    if kn.is_communication(name):
+    if info.communication:
         return "gpu:communication"
-    if kn.gemm_precision(name) is not None:
+    if info.precision is not None:
         return "gpu:gemm/conv"
-    if kn.fusion_class(name) is not None:
+    if info.fusion is not None:
         return "gpu:fusible"
     return "gpu:other"
 
 
 def _clip(intervals: Sequence[Interval], lo: float, hi: float) -> list[Interval]:
-    """``intervals`` (merged and sorted, so their ends ascend) clipped to [lo, hi]: bisect, then the few inside."""
-    out: list[Interval] = []
-    for k in range(bisect.bisect_right(intervals, lo, key=_END), len(intervals)):
-        a, b = intervals[k]
-        if a >= hi:
-            break
-        out.append((max(a, lo), min(b, hi)))
+    """``intervals`` (merged and sorted, so their ends ascend) clipped to [lo, hi].
+
+    Two bisections find the pieces that overlap; only the first and the last can stick out (the
+    others lie between them), so only those two are clipped.
+    """
+    first = bisect.bisect_right(intervals, lo, key=_END)
+    last = bisect.bisect_left(intervals, hi, first, key=_START)
+    out = list(intervals[first:last])
+    if out:
+        a, b = out[0]
+        if a < lo:
+            out[0] = (a, b) = (lo, b)
+        if b > hi:
+            out[0] = (a, hi)
+        a, b = out[-1]
+        if b > hi:
+            out[-1] = (a, hi)
     return out
 
 
+_START = operator.itemgetter(0)
 _END = operator.itemgetter(1)
 
 
@@ -158,48 +169,55 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
                                                     tuple[float, float]]:
     """µs per part over all steps; µs the host is blocked on the GPU; µs in the allocator; GEMM µs by class."""
     parts = dict.fromkeys(PARTS, 0.0)
-    by_class: dict[str, list[Interval]] = {}
     gemm_us = dict.fromkeys(("gemm", "gemm_fp32_simt", "gemm_tf32", "gemm_lowp", "matmul_fp32_simt", "conv_fp32_simt",
                              "gemm_unknown_matmul", "gemm_unknown_conv"), 0.0)
     lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
-    class_of: dict[tuple[int, int], str] = {}  # (kind, name id) → class: one name classification, not one per event
-    for i in ctx.device:
-        start, end = t.ts[i], t.ts[i] + t.dur[i]
-        if end <= start:
-            continue
-        if end > lo and start < hi:
-            key = (t.kind[i], t.name[i])
-            cls = class_of.get(key) or class_of.setdefault(key, _gpu_class(t, i))
-            by_class.setdefault(cls, []).append((start, end))
-            if cls == "gpu:gemm/conv" and ctx.step_of_device(t, i) is not None:
-                _add_gemm(gemm_us, t.names[t.name[i]], t.dur[i])
-    merged = {cls: merge(v) for cls, v in by_class.items()}
+    ts, end = t.ts, end_times(t)
+    # The device events with a positive length that overlap the steps, selected by C-level passes.
+    dev = ctx.device
+    starts = list(map(ts.__getitem__, dev))
+    ends = list(map(end.__getitem__, dev))
+    keep = [b > a and b > lo and a < hi for a, b in zip(starts, ends)]
+    sel = list(compress(dev, keep))
+    spans = list(compress(zip(starts, ends), keep))
+    # One class per (kind, name id), not one name classification per event.
+    keys = list(zip(map(t.kind.__getitem__, sel), map(t.name.__getitem__, sel)))
+    kernel_classes = ctx.kernel_classes(t)
+    class_of = {key: _gpu_class(key[0], kernel_classes[key[1]]) for key in dict.fromkeys(keys)}
+    classes = [class_of[key] for key in keys]
     order = ("gpu:communication", "gpu:gemm/conv", "gpu:fusible", "gpu:memcpy", "gpu:other")
-    covered: list[Interval] = []
-    busy_by_class: dict[str, list[Interval]] = {}
-    for cls in order:
-        own = _subtract(merged.get(cls, []), covered)
-        busy_by_class[cls] = own
-        covered = merge([*covered, *own])
-    starts = [a for a, _ in covered]
+    merged = {cls: merge(compress(spans, [c == cls for c in classes])) for cls in order}
+    launched_in_step = ctx.device_steps(t)
+    gemm_kind: dict[int, tuple[str | None, bool]] = {}
+    names, name, dur = t.names, t.name, t.dur
+    for i in compress(sel, [c == "gpu:gemm/conv" for c in classes]):
+        if i in launched_in_step:
+            nid = name[i]
+            if nid not in gemm_kind:
+                gemm_kind[nid] = _gemm_kind(names[nid])
+            _add_gemm(gemm_us, gemm_kind[nid], dur[i])
+    busy, covered = _first_class_wins([merged[cls] for cls in order])
+    busy_by_class = dict(zip(order, busy))
+    covered_starts = [a for a, _ in covered]
     loader = merge((t.ts[i], t.ts[i] + t.dur[i]) for i in ctx.host_ops(
         t, lambda n: n.startswith("enumerate(DataLoader)") and "__next__" in n))
     after_sync = []
     for i in ctx.sync_calls:
-        end = t.ts[i] + t.dur[i]
-        k = bisect.bisect_left(starts, end)
-        nxt = starts[k] if k < len(starts) else hi
-        if nxt > end:
-            after_sync.append((end, nxt))
+        sync_end = t.ts[i] + t.dur[i]
+        k = bisect.bisect_left(covered_starts, sync_end)
+        nxt = covered_starts[k] if k < len(covered_starts) else hi
+        if nxt > sync_end:
+            after_sync.append((sync_end, nxt))
     after_sync = merge(after_sync)
     blocked, alloc = _host_blocked(t, ctx)
     active = _host_active(t, ctx, loader)
     for _, a, b in ctx.steps:
         for cls in order:
             parts[cls] += total(_clip(busy_by_class[cls], a, b))
-        idle = _subtract([(a, b)], _clip(covered, a, b))
-        input_idle = intersection_length(idle, _clip(loader, a, b))
-        rest = _subtract(idle, _clip(loader, a, b))
+        idle = _span_minus(a, b, _clip(covered, a, b))
+        step_loader = _clip(loader, a, b)
+        input_idle = intersection_length(idle, step_loader)
+        rest = _subtract(idle, step_loader) if step_loader else idle
         sync_idle = intersection_length(rest, _clip(after_sync, a, b))
         parts["idle:input wait"] += input_idle
         parts["idle:host sync"] += sync_idle
@@ -207,25 +225,78 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     return parts, blocked, alloc, gemm_us, active
 
 
+def _first_class_wins(classes: Sequence[Sequence[Interval]]) -> tuple[list[list[Interval]], list[Interval]]:
+    """Each class's own time where classes overlap (the first one wins), and the union of all of them.
+
+    ``classes``: merged, sorted interval lists in priority order. Class k's own time is its intervals
+    minus those of classes 0…k-1, as maximal pieces (what subtracting the union of the earlier
+    classes from it gives); the union is :func:`merge` of everything. One sweep over the sorted edges
+    (each class is 0 or 1 deep, its intervals being merged) instead of one subtraction and one
+    re-merge of the growing union per class; every end point is an input end point, unchanged.
+    """
+    edges = sorted([(x, k) for k, spans in enumerate(classes) for span in spans for x in span])
+    own: list[list[Interval]] = [[] for _ in classes]
+    union: list[Interval] = []
+    active = 0  # bit k: class k is inside one of its intervals
+    n = len(edges)
+    i = 0
+    while i < n:
+        x = edges[i][0]
+        while i < n and edges[i][0] == x:  # every edge at x (a class's end and next start may coincide)
+            active ^= 1 << edges[i][1]
+            i += 1
+        if not active or i == n:
+            continue
+        nxt = edges[i][0]
+        pieces = own[(active & -active).bit_length() - 1]
+        if pieces and pieces[-1][1] == x:
+            pieces[-1] = (pieces[-1][0], nxt)
+        else:
+            pieces.append((x, nxt))
+        if union and union[-1][1] == x:
+            union[-1] = (union[-1][0], nxt)
+        else:
+            union.append((x, nxt))
+    return own, union
+
+
+def _span_minus(a: float, b: float, cut: Sequence[Interval]) -> list[Interval]:
+    """``[(a, b)]`` minus ``cut`` (merged, sorted, clipped to [a, b]): the gaps between the cut's pieces.
+
+    The same as ``_subtract([(a, b)], cut)`` (merged pieces are separated by gaps of positive length),
+    without its per-piece bookkeeping.
+    """
+    lows = [a, *map(_END, cut)]
+    highs = [*map(_START, cut), b]
+    return [(low, high) for low, high in zip(lows, highs) if low < high]
+
+
+
+
 def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tuple[float, float]:
     """µs the host's threads run training work inside the steps (union over threads), and of it in the DataLoader."""
-    skip = {i for i, n in enumerate(t.names) if n.startswith("ProfilerStep")}
-    name, ts, dur = t.name, t.ts, t.dur
+    counted = bytes(0 if n.startswith("ProfilerStep") else 1 for n in t.names)
     lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
-    # host kinds by a byte table over the kind column (host events carry no stream): no per-event kind test
-    candidates = compress(range(len(t.kind)), t.kind.translate(_HOST_ACTIVE_MASK))
-    host = [(ts[i], ts[i] + dur[i]) for i in candidates if lo <= ts[i] <= hi and name[i] not in skip]
-    merged = merge(host)
+    # host kinds by a byte table over the kind column (host events carry no stream), then the
+    # events that start inside the steps and are not a step itself: C-level passes only
+    host_kind = t.kind.translate(_HOST_ACTIVE_MASK)
+    merged = merge([(a, b) for a, b, nid in zip(compress(t.ts, host_kind), compress(end_times(t), host_kind),
+                                                compress(t.name, host_kind)) if lo <= a <= hi and counted[nid]])
     inside = sum(total(_clip(merged, a, b)) for _, a, b in ctx.steps)
     in_loader = sum(intersection_length(_clip(merged, a, b), _clip(loader, a, b)) for _, a, b in ctx.steps)
     return inside, in_loader
 
 
-def _add_gemm(acc: dict[str, float], name: str, dur: float) -> None:
-    acc["gemm"] += dur
-    precision = kn.gemm_precision(name)
+def _gemm_kind(name: str) -> tuple[str | None, bool]:
+    """A GEMM/conv kernel's precision class, and whether it is a convolution (by its name)."""
     low = name.lower()
-    is_conv = any(h in low for h in ("conv", "winograd", "fft", "dgrad", "wgrad", "fprop", "implicit"))
+    return kn.gemm_precision(name), any(h in low for h in ("conv", "winograd", "fft", "dgrad", "wgrad", "fprop",
+                                                          "implicit"))
+
+
+def _add_gemm(acc: dict[str, float], kind: tuple[str | None, bool], dur: float) -> None:
+    precision, is_conv = kind
+    acc["gemm"] += dur
     if precision == kn.FP32_SIMT:
         acc["gemm_fp32_simt"] += dur
         acc["conv_fp32_simt" if is_conv else "matmul_fp32_simt"] += dur

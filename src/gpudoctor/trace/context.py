@@ -13,6 +13,7 @@ import bisect
 from itertools import compress
 from typing import Any
 
+from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.events import (
     K_ANNOTATION,
     K_CPU_OP,
@@ -53,6 +54,8 @@ class Context:
         self.device: list[int] = []
         self.sync_calls: list[int] = []
         self._device_step: dict[int, int] | None = None
+        self._device_launch: dict[int, int] | None = None
+        self._kernel_classes: dict[int, kn.KernelClass] | None = None
         #: host events of the few names the metrics look for, by name id
         self.host_by_name: dict[int, list[int]] = {}
         #: per host thread, ``aten::`` op indices (for "which op issued this sync")
@@ -106,20 +109,39 @@ class Context:
 
     def _device_steps(self, t: EventTable) -> dict[int, int]:
         """Device event index → step index, for the device events launched inside a step."""
-        corr, ts, launch_by_corr = t.correlation, t.ts, self.launch_by_corr
+        ts = t.ts
         starts, steps = self.step_starts, self.steps
         out: dict[int, int] = {}
         if not steps:
             return out
-        for i in self.device:
-            launch = launch_by_corr.get(corr[i])
-            if launch is None:
-                continue
+        ends = [b for _, _, b in steps]
+        bisect_right = bisect.bisect_right
+        for i, launch in self.device_launches(t).items():
             when = ts[launch]
-            k = bisect.bisect_right(starts, when) - 1
-            if k >= 0 and when <= steps[k][2]:
+            k = bisect_right(starts, when) - 1
+            if k >= 0 and when <= ends[k]:
                 out[i] = k
         return out
+
+    def device_launches(self, t: EventTable) -> dict[int, int]:
+        """Device event index → the runtime call that launched it (by correlation id), in event order."""
+        if self._device_launch is None:
+            corr, launch_by_corr = t.correlation, self.launch_by_corr
+            found = [launch_by_corr.get(corr[i]) for i in self.device]
+            self._device_launch = {i: launch for i, launch in zip(self.device, found) if launch is not None}
+        return self._device_launch
+
+    def kernel_classes(self, t: EventTable) -> dict[int, kn.KernelClass]:
+        """What each device event's name says (:class:`~gpudoctor.trace.kernels.KernelClass`), by name id.
+
+        One classification per distinct device name, shared by every metric, instead of each metric
+        classifying (and caching) names on its own.
+        """
+        if self._kernel_classes is None:
+            names = t.names
+            self._kernel_classes = {nid: kn.classify(names[nid]) for nid in sorted(set(map(t.name.__getitem__,
+                                                                                              self.device)))}
+        return self._kernel_classes
 
     def in_steps(self, ts_us: float) -> bool:
         return self.step_of(ts_us) is not None

@@ -205,6 +205,8 @@ class Builder:
                 return
         t = self.table
         kinds = _KIND_BY_CAT
+        # One hash per event and column: msgspec gives every event its own str objects, whose hashes
+        # are not cached yet, so a dict.fromkeys pass first would hash everything twice.
         t.kind.extend(bytes([kinds.get(e.cat, K_OTHER) for e in complete]))
         if not self.old_schema:  # the 2021 schema's categories show up in any stretch of events
             self.old_schema = any(e.cat == "Operator" or e.cat == "Kernel" for e in complete[:5000])
@@ -214,9 +216,10 @@ class Builder:
         t.thread.extend(array("I", [thread_ids.setdefault((e.pid, e.tid), len(thread_ids)) for e in complete]))
         t.ts.extend(ts)
         t.dur.extend(dur)
-        t.stream.extend(array("q", [e.args.stream for e in complete]))
-        t.correlation.extend(array("q", [e.args.correlation for e in complete]))
-        t.nbytes.extend(array("q", [e.args.bytes for e in complete]))
+        args = [e.args for e in complete]
+        t.stream.extend(array("q", [a.stream for a in args]))
+        t.correlation.extend(array("q", [a.correlation for a in args]))
+        t.nbytes.extend(array("q", [a.bytes for a in args]))
         if not t.ns_resolution:
             t.ns_resolution = not all(map(float.is_integer, ts))
 

@@ -27,6 +27,7 @@ from gpudoctor.model import FactValue
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import Context, pct
 from gpudoctor.trace.events import K_KERNEL, EventTable
+from gpudoctor.trace.timeline import end_times
 
 #: a host-wait gap longer than this is not launch overhead (a sync, input, Python work between steps)
 LAUNCH_GAP_MAX_US = 1000.0
@@ -47,46 +48,40 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     n = ctx.n_steps
     if not n:
         return out
-    names = t.names
     in_optimizer = _optimizer_spans(t, ctx)
     cast_parent = _CastParents(t, ctx)
-    classes: dict[int, str | None] = {}
+    classes = ctx.kernel_classes(t)
+    launches = ctx.device_launches(t)
+    ts, dur, kind, name, end = t.ts, t.dur, t.kind, t.name, end_times(t)
     gpu_us = triton_us = fusible_us = cast_us = autocast_us = 0.0
     fusible_kernels = autocast_kernels = 0
     by_fact: Counter[str] = Counter()
     sequences: list[list[tuple[float, int]]] = [[] for _ in range(n)]
     timeline: list[tuple[float, float, float, int]] = []  # (start, end, launch call end, step)
-    for i in ctx.device:
-        launch = ctx.launch_by_corr.get(t.correlation[i])
-        if launch is None:
+    for i, step in ctx.device_steps(t).items():  # the device events launched inside a step, in event order
+        nid = name[i]
+        info = classes[nid]
+        if info.communication:
             continue
-        step = ctx.step_of(t.ts[launch])
-        if step is None:
+        launch = launches[i]
+        d = dur[i]
+        gpu_us += d
+        timeline.append((ts[i], end[i], end[launch], step))
+        if kind[i] != K_KERNEL:
             continue
-        nid = t.name[i]
-        if nid not in classes:
-            name = names[nid]
-            classes[nid] = "comm" if kn.is_communication(name) else kn.fusion_class(name)
-        cls = classes[nid]
-        if cls == "comm":
-            continue
-        dur = t.dur[i]
-        gpu_us += dur
-        timeline.append((t.ts[i], t.ts[i] + dur, t.ts[launch] + t.dur[launch], step))
-        if t.kind[i] != K_KERNEL:
-            continue
-        sequences[step].append((t.ts[launch], nid))
-        if kn.is_compiled_kernel(names[nid]):
-            triton_us += dur
+        sequences[step].append((ts[launch], nid))
+        if info.compiled:
+            triton_us += d
+        cls = info.fusion
         if cls is None or in_optimizer(launch):
             continue
-        fusible_us += dur
+        fusible_us += d
         fusible_kernels += 1
-        by_fact[_FACT_OF_CLASS[cls]] += dur
+        by_fact[_FACT_OF_CLASS[cls]] += d
         if cls == kn.FUSE_CAST:
-            cast_us += dur
+            cast_us += d
             if cast_parent.is_autocast(launch):
-                autocast_us += dur
+                autocast_us += d
                 autocast_kernels += 1
     if gpu_us <= 0:
         return out

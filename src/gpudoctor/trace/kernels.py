@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import NamedTuple
 
 # HTA 0.5.0 (hta/utils/utils.py), verbatim, so that compute/non-compute agree with HTA.
 _HTA_COMM_RE = re.compile(r"^nccl.*Kernel")
@@ -159,3 +160,20 @@ def fusion_class(name: str) -> str | None:
         if any(h in low for h in hints):
             return cls
     return None
+
+
+class KernelClass(NamedTuple):
+    """Everything the metrics ask of one device event name, computed once per distinct name."""
+
+    communication: bool       # :func:`is_communication`
+    precision: str | None     # :func:`gemm_precision`
+    fusion: str | None        # :func:`fusion_class`
+    compiled: bool            # :func:`is_compiled_kernel`
+    layout_transform: bool    # :func:`is_layout_transform`
+    multi_tensor: bool        # :func:`is_multi_tensor`
+
+
+def classify(name: str) -> KernelClass:
+    """The :class:`KernelClass` of one kernel (or memcpy/memset) name."""
+    return KernelClass(is_communication(name), gemm_precision(name), fusion_class(name), is_compiled_kernel(name),
+                       is_layout_transform(name), is_multi_tensor(name))

@@ -40,7 +40,14 @@ from gpudoctor.trace.steps import (
     step_rows,
     sync_and_copy_metrics,
 )
-from gpudoctor.trace.timeline import hta_device_events, intersection_length, merge, step_spans, total
+from gpudoctor.trace.timeline import (
+    end_times,
+    hta_device_events,
+    intersection_length,
+    merge,
+    step_spans,
+    total,
+)
 
 SMALL_KERNEL_US = 10.0
 LONG_GAP_US = 100_000.0
@@ -128,23 +135,24 @@ def _temporal(t: EventTable) -> dict[str, FactValue]:
 
 
 def _kernel_mix(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    names, name, dur = t.names, t.name, t.dur
+    name, dur, kind = t.name, t.dur, t.kind
+    classes = ctx.kernel_classes(t)
     compute_us = 0.0
     gemm: Counter[str] = Counter()
     layout_us = 0.0
     comm_us = 0.0
     for i in ctx.device:
-        if t.kind[i] != K_KERNEL:
+        if kind[i] != K_KERNEL:
             continue
-        n = names[name[i]]
-        if kn.is_communication(n):
+        info = classes[name[i]]
+        if info.communication:
             comm_us += dur[i]
             continue
         compute_us += dur[i]
-        prec = kn.gemm_precision(n)
+        prec = info.precision
         if prec is not None:
             gemm[prec] += dur[i]
-        elif kn.is_layout_transform(n):
+        elif info.layout_transform:
             layout_us += dur[i]
     if compute_us <= 0:
         return {}
@@ -166,15 +174,13 @@ def _kernel_mix(t: EventTable, ctx: Context) -> dict[str, FactValue]:
 
 
 def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    kernels = [i for i in ctx.device if t.kind[i] == K_KERNEL]
+    kind, ts, dur = t.kind, t.ts, t.dur
+    kernels = [i for i in ctx.device if kind[i] == K_KERNEL]
     if not kernels:
         return {}
-    durs = sorted(t.dur[i] for i in kernels)
-    delays = []
-    for i in kernels:
-        launch = ctx.launch_by_corr.get(t.correlation[i])
-        if launch is not None:
-            delays.append(t.ts[i] - t.ts[launch])
+    durs = sorted([dur[i] for i in kernels])
+    launches = ctx.device_launches(t)
+    delays = [ts[i] - ts[launches[i]] for i in kernels if i in launches]
     out: dict[str, FactValue] = {
         "kernel_count": len(kernels),
         "kernel_p50_us": rounded(statistics.median(durs)),
@@ -182,7 +188,7 @@ def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         "launch_delay_p50_us": rounded(statistics.median(delays)) if delays else None,
     }
     if ctx.n_steps:
-        in_steps = sum(1 for i in ctx.device_steps(t) if t.kind[i] == K_KERNEL)
+        in_steps = sum(1 for i in ctx.device_steps(t) if kind[i] == K_KERNEL)
         out["kernels_per_step"] = round(in_steps / ctx.n_steps, 1)
     out.update(_idle_breakdown(t, ctx))
     return out
@@ -190,19 +196,23 @@ def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
 
 def _idle_breakdown(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     """HTA-style idle breakdown: a gap is host wait when the next work was launched after it began."""
-    order = sorted(ctx.device, key=lambda i: t.ts[i])
+    ts, end = t.ts, end_times(t)
+    order = sorted(ctx.device, key=ts.__getitem__)
+    launches = ctx.device_launches(t)
     host_wait = kernel_wait = 0.0
     busy_until = None
     for i in order:
-        start, end = t.ts[i], t.ts[i] + t.dur[i]
+        start = ts[i]
         if busy_until is not None and start > busy_until:
             gap = start - busy_until
-            launch = ctx.launch_by_corr.get(t.correlation[i])
-            if launch is not None and t.ts[launch] + t.dur[launch] > busy_until:
+            launch = launches.get(i)
+            if launch is not None and end[launch] > busy_until:
                 host_wait += gap
             else:
                 kernel_wait += gap
-        busy_until = end if busy_until is None else max(busy_until, end)
+        finish = end[i]
+        if busy_until is None or finish > busy_until:
+            busy_until = finish
     idle = host_wait + kernel_wait
     if idle <= 0:
         return {"host_wait_pct": 0.0}
@@ -210,7 +220,8 @@ def _idle_breakdown(t: EventTable, ctx: Context) -> dict[str, FactValue]:
 
 
 def _gaps(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    busy = merge((t.ts[i], t.ts[i] + t.dur[i]) for i in ctx.device)
+    ts, end = t.ts, end_times(t)
+    busy = merge([(ts[i], end[i]) for i in ctx.device])
     if len(busy) < 1:
         return {}
     gaps = [b[0] - a[1] for a, b in zip(busy, busy[1:])]
@@ -286,7 +297,7 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
                 if e > s:
                     host[k].append((s, e))
                     found = True
-    comm_ids = _communication_ids(t)
+    comm_ids = _communication_ids(t, ctx)
     for i in ctx.device:
         if t.kind[i] != K_KERNEL or t.name[i] not in comm_ids:
             continue
@@ -303,14 +314,14 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
     return out
 
 
-def _communication_ids(t: EventTable) -> set[int]:
-    """Name ids of communication kernels (NCCL/RCCL), classified once per distinct name."""
-    return {nid for nid, n in enumerate(t.names) if kn.is_communication(n)}
+def _communication_ids(t: EventTable, ctx: Context) -> set[int]:
+    """Name ids of the device events that are communication kernels (NCCL/RCCL)."""
+    return {nid for nid, info in ctx.kernel_classes(t).items() if info.communication}
 
 
 def _collectives(t: EventTable, ctx: Context) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
-    comm_ids = _communication_ids(t)
+    comm_ids = _communication_ids(t, ctx)
     for i in ctx.device:
         if t.kind[i] == K_KERNEL and t.name[i] in comm_ids:
             out.setdefault(t.names[t.name[i]], []).append(t.ts[i])

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress
-from operator import gt
+from itertools import compress, islice
+from operator import add
 
 from gpudoctor.trace.reader import K_PYTHON, EventTable
 
@@ -30,22 +31,28 @@ def merge(intervals: Iterable[Interval]) -> list[Interval]:
     """Union of intervals, as HTA's ``merge_kernel_intervals`` computes it (sorted by start).
 
     An interval starts a new group when it starts after every earlier interval's end (the running
-    maximum); a group ends at the largest end in it. The running maximum and the group starts are
-    found with C-level ``accumulate``/``compress``; Python only runs once per group.
+    maximum); a group ends at the running maximum at its last interval (earlier groups end before
+    it starts), unless its first interval is inverted (end < start, possible after HTA's ns
+    rounding): then at the largest end in the group. One plain loop after the sort: measured 4×
+    faster here than ``accumulate(ends, max)`` and ``compress`` (``max`` is a slow call per item).
     """
     items = sorted(intervals)
-    n = len(items)
-    if n == 0:
+    if not items:
         return []
-    starts = [a for a, _ in items]
-    ends = [b for _, b in items]
-    running_max = list(accumulate(ends, max))
-    firsts = [0, *compress(range(1, n), map(gt, starts[1:], running_max))]
-    lasts = [*firsts[1:], n]
-    # A group's end is the running maximum at its last interval (earlier groups end before it starts),
-    # unless its first interval is inverted (end < start, possible after HTA's ns rounding).
-    return [(starts[f], running_max[last - 1] if ends[f] >= starts[f] else max(ends[f:last]))
-            for f, last in zip(firsts, lasts)]
+    out: list[Interval] = []
+    group_start, running = items[0]
+    group_max = running
+    inverted = running < group_start
+    for start, end in islice(items, 1, None):
+        if start > running:
+            out.append((group_start, group_max if inverted else running))
+            group_start, group_max, inverted = start, end, end < start
+        elif end > group_max:
+            group_max = end
+        if end > running:
+            running = end
+    out.append((group_start, group_max if inverted else running))
+    return out
 
 
 def total(merged: Sequence[Interval]) -> float:
@@ -54,19 +61,30 @@ def total(merged: Sequence[Interval]) -> float:
 
 
 def intersection_length(a: Sequence[Interval], b: Sequence[Interval]) -> float:
-    """Length of the overlap of two merged, sorted interval lists."""
+    """Length of the overlap of two merged, sorted interval lists (comparisons, not ``max``/``min`` calls)."""
     i = j = 0
     out = 0.0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
+    len_a, len_b = len(a), len(b)
+    while i < len_a and j < len_b:
+        a_start, a_end = a[i]
+        b_start, b_end = b[j]
+        lo = b_start if b_start > a_start else a_start
+        hi = b_end if b_end < a_end else a_end
         if hi > lo:
             out += hi - lo
-        if a[i][1] < b[j][1]:
+        if a_end < b_end:
             i += 1
         else:
             j += 1
     return out
+
+
+def end_times(t: EventTable) -> array:
+    """Every event's end (``ts + dur``, the same float as computing it per event), once per table."""
+    cached = t.cache.get("end")
+    if cached is None:
+        cached = t.cache["end"] = array("d", map(add, t.ts, t.dur))
+    return cached
 
 
 @dataclass

@@ -1,0 +1,55 @@
+"""The step picture's interval shortcuts give what the plain subtraction and re-merge gave, exactly."""
+
+from __future__ import annotations
+
+import random
+
+from gpudoctor.trace.bottleneck import _clip, _first_class_wins, _span_minus, _subtract
+from gpudoctor.trace.timeline import merge
+
+
+def _random_classes(rng: random.Random) -> list[list[tuple[float, float]]]:
+    classes = []
+    for _ in range(rng.randrange(1, 6)):
+        spans = []
+        for _ in range(rng.randrange(0, 12)):
+            a = float(rng.randrange(0, 60)) / 2
+            spans.append((a, a + rng.choice([0.5, 1.0, 1.5, 3.0, 7.5])))
+        classes.append(merge(spans))
+    return classes
+
+
+def test_first_class_wins_equals_subtracting_the_earlier_classes() -> None:
+    rng = random.Random(14)
+    for _ in range(3000):
+        classes = _random_classes(rng)
+        covered: list[tuple[float, float]] = []
+        expected = []
+        for spans in classes:
+            own = _subtract(spans, covered)
+            expected.append(own)
+            covered = merge([*covered, *own])
+        assert _first_class_wins(classes) == (expected, covered)
+
+
+def test_span_minus_equals_subtract() -> None:
+    rng = random.Random(41)
+    for _ in range(3000):
+        union = merge(s for spans in _random_classes(rng) for s in spans)
+        a = float(rng.randrange(-4, 40)) / 2
+        b = a + float(rng.randrange(0, 40)) / 2
+        cut = _clip(union, a, b)
+        assert _span_minus(a, b, cut) == _subtract([(a, b)], cut)
+
+
+def _clip_by_loop(intervals: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
+    return [(max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi]
+
+
+def test_clip_equals_clipping_every_piece() -> None:
+    rng = random.Random(7)
+    for _ in range(3000):
+        union = merge(s for spans in _random_classes(rng) for s in spans)
+        lo = float(rng.randrange(-4, 40)) / 2
+        hi = lo + float(rng.randrange(0, 40)) / 2
+        assert _clip(union, lo, hi) == _clip_by_loop(union, lo, hi)
