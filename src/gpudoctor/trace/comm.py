@@ -14,6 +14,8 @@ What it must not do: read files, know rule thresholds, or import anything heavy.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from gpudoctor.model import FactValue
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import pct
@@ -49,15 +51,25 @@ def kernel_type_time_us(t: EventTable) -> dict[frozenset[str], float]:
         for s, e in spans:
             edges.append((s, 1 << bit))
             edges.append((e, -(1 << bit)))
-    edges.sort(key=lambda edge: edge[0])
+    edges.sort(key=itemgetter(0))
     out: dict[frozenset[str], float] = {}
+    keys = _TYPE_SETS
     running = 0
     for (time_us, delta), (next_us, _) in zip(edges, edges[1:]):
         running += delta
         if running > 0 and next_us > time_us:
-            key = frozenset(k for bit, k in enumerate(_TYPES) if running & (1 << bit))
+            key = keys[running] if running < len(keys) else _type_set(running)
             out[key] = out.get(key, 0.0) + (next_us - time_us)
     return out
+
+
+def _type_set(running: int) -> frozenset[str]:
+    """The kernel types whose bit is set in ``running`` (a running sum of ±(1 << bit) per span edge)."""
+    return frozenset(k for bit, k in enumerate(_TYPES) if running & (1 << bit))
+
+
+#: :func:`_type_set` of every mask of :data:`_TYPES`' bits, computed once instead of once per segment.
+_TYPE_SETS = [_type_set(mask) for mask in range(1 << len(_TYPES))]
 
 
 def comm_share_metrics(t: EventTable) -> dict[str, FactValue]:

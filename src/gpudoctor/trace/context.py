@@ -56,6 +56,7 @@ class Context:
         self._device_step: dict[int, int] | None = None
         self._device_launch: dict[int, int] | None = None
         self._kernel_classes: dict[int, kn.KernelClass] | None = None
+        self._outer_aten: dict[int, tuple[list[float], list[int]]] | None = None
         #: host events of the few names the metrics look for, by name id
         self.host_by_name: dict[int, list[int]] = {}
         #: per host thread, ``aten::`` op indices (for "which op issued this sync")
@@ -130,6 +131,31 @@ class Context:
             found = [launch_by_corr.get(corr[i]) for i in self.device]
             self._device_launch = {i: launch for i, launch in zip(self.device, found) if launch is not None}
         return self._device_launch
+
+    def outer_aten_ops(self, t: EventTable) -> dict[int, tuple[list[float], list[int]]]:
+        """Per host thread: start times and indices of the outermost ``aten::`` ops, for bisecting.
+
+        Computed once (the sync attribution and the autocast-cast attribution both need it). The
+        ops are ordered by (start, longest first) with two stable C-level sorts, not a key tuple each.
+        """
+        if self._outer_aten is None:
+            ts, dur = t.ts, t.dur
+            out: dict[int, tuple[list[float], list[int]]] = {}
+            for thread, idx in self.aten_by_thread.items():
+                idx.sort(key=dur.__getitem__, reverse=True)  # stable: equal durations keep their order
+                idx.sort(key=ts.__getitem__)
+                starts: list[float] = []
+                outer: list[int] = []
+                end = float("-inf")
+                for i in idx:
+                    start = ts[i]
+                    if start >= end:
+                        outer.append(i)
+                        starts.append(start)
+                        end = start + dur[i]
+                out[thread] = (starts, outer)
+            self._outer_aten = out
+        return self._outer_aten
 
     def kernel_classes(self, t: EventTable) -> dict[int, kn.KernelClass]:
         """What each device event's name says (:class:`~gpudoctor.trace.kernels.KernelClass`), by name id.

@@ -127,7 +127,6 @@ class _CastParents:
     def __init__(self, t: EventTable, ctx: Context) -> None:
         self.t = t
         self.ctx = ctx
-        self._outer: dict[int, tuple[list[float], list[int]]] = {}
         self._backward: dict[int, list[tuple[float, float]]] | None = None
 
     def is_autocast(self, launch: int) -> bool:
@@ -139,18 +138,7 @@ class _CastParents:
 
     def _outer_op(self, thread: int, ts: float) -> int | None:
         t = self.t
-        if thread not in self._outer:
-            ops = sorted(self.ctx.aten_by_thread.get(thread, []), key=lambda i: (t.ts[i], -t.dur[i]))
-            starts: list[float] = []
-            outer: list[int] = []
-            end = float("-inf")
-            for i in ops:
-                if t.ts[i] >= end:
-                    outer.append(i)
-                    starts.append(t.ts[i])
-                    end = t.ts[i] + t.dur[i]
-            self._outer[thread] = (starts, outer)
-        starts, outer = self._outer[thread]
+        starts, outer = self.ctx.outer_aten_ops(t).get(thread, ([], []))
         k = bisect.bisect_right(starts, ts) - 1
         if k >= 0 and ts <= t.ts[outer[k]] + t.dur[outer[k]]:
             return outer[k]

@@ -285,17 +285,20 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
     if coll_names:
         starts = ctx.step_starts
         disjoint = all(b <= a2 for (_, _, b), (_, a2, _) in zip(ctx.steps, ctx.steps[1:]))
+        stream, kind, ts, ends, steps = t.stream, t.kind, t.ts, end_times(t), ctx.steps
+        bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
         for i in compress(range(len(t.name)), map(coll_names.__contains__, t.name)):
-            if t.stream[i] >= 0 or t.kind[i] not in HOST_KINDS:
+            if stream[i] >= 0 or kind[i] not in HOST_KINDS:
                 continue
-            begin, end = t.ts[i], t.ts[i] + t.dur[i]
+            begin, end = ts[i], ends[i]
             # only the steps that can overlap [begin, end]: from the one holding begin to the last starting before end
-            first = max(0, bisect.bisect_right(starts, begin) - 1) if disjoint else 0
-            for k in range(first, bisect.bisect_left(starts, end)):
-                _, a, b = ctx.steps[k]
-                s, e = max(a, begin), min(b, end)
-                if e > s:
-                    host[k].append((s, e))
+            first = bisect_right(starts, begin) - 1 if disjoint else 0
+            for k in range(first if first > 0 else 0, bisect_left(starts, end)):
+                _, a, b = steps[k]
+                clipped_start = begin if begin > a else a  # max(a, begin), without the call
+                clipped_end = end if end < b else b        # min(b, end)
+                if clipped_end > clipped_start:
+                    host[k].append((clipped_start, clipped_end))
                     found = True
     comm_ids = _communication_ids(t, ctx)
     for i in ctx.device:

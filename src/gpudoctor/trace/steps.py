@@ -30,26 +30,9 @@ def dataloader_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
             "dataloader_ms_per_step": round(dl / 1000.0 / ctx.n_steps, 3)}
 
 
-def _outer_aten_ops(t: EventTable, ctx: Context) -> dict[int, tuple[list[float], list[int]]]:
-    """Per thread: start times and indices of outermost ``aten::`` ops, for bisecting."""
-    out: dict[int, tuple[list[float], list[int]]] = {}
-    for thread, idx in ctx.aten_by_thread.items():
-        idx.sort(key=lambda i: (t.ts[i], -t.dur[i]))
-        starts: list[float] = []
-        outer: list[int] = []
-        end = float("-inf")
-        for i in idx:
-            if t.ts[i] >= end:
-                outer.append(i)
-                starts.append(t.ts[i])
-                end = t.ts[i] + t.dur[i]
-        out[thread] = (starts, outer)
-    return out
-
-
 def sync_and_copy_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     names = t.names
-    outer = _outer_aten_ops(t, ctx)
+    outer = ctx.outer_aten_ops(t)
     syncs = 0
     sync_us = 0.0
     kinds: Counter[str] = Counter()

@@ -16,7 +16,6 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, islice
-from operator import add
 
 from gpudoctor.trace.reader import K_PYTHON, EventTable
 
@@ -83,7 +82,7 @@ def end_times(t: EventTable) -> array:
     """Every event's end (``ts + dur``, the same float as computing it per event), once per table."""
     cached = t.cache.get("end")
     if cached is None:
-        cached = t.cache["end"] = array("d", map(add, t.ts, t.dur))
+        cached = t.cache["end"] = array("d", [a + d for a, d in zip(t.ts, t.dur)])
     return cached
 
 
@@ -128,7 +127,7 @@ def _hta_device_events(t: EventTable) -> DeviceSelection:
     n = len(kind)
     # Device candidates: HTA's "GPU kernels" (stream and correlation ≥ 0, or a sync by name) and
     # the other events that carry a stream.
-    device = list(compress(range(n), map((-1).__ne__, stream)))
+    device = [i for i, s in enumerate(stream) if s != -1]
     if sync_ids:
         device = sorted({*device, *(i for i, nid in enumerate(name) if nid in sync_ids)})
     is_gpu = {i for i in device if (stream[i] >= 0 and corr[i] >= 0) or name[i] in sync_ids}
@@ -142,7 +141,7 @@ def _hta_device_events(t: EventTable) -> DeviceSelection:
             last_start = math.ceil(last_start)
         # ceil(ts) < L  <=>  ts <= L - 1 for an integer L (rounding), else ts < L.
         limit = float(last_start - 1 if rounding else last_start)
-        early = bytearray(map(limit.__ge__ if rounding else limit.__gt__, ts))  # 1: starts before the limit
+        early = bytearray([x <= limit for x in ts] if rounding else [x < limit for x in ts])  # 1: starts before the limit
         for i in is_gpu:
             early[i] = 0
         allowed = set(compress(corr, early))
