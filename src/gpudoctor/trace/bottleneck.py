@@ -170,7 +170,7 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     """µs per part over all steps; µs the host is blocked on the GPU; µs in the allocator; GEMM µs by class."""
     parts = dict.fromkeys(PARTS, 0.0)
     gemm_us = dict.fromkeys(("gemm", "gemm_fp32_simt", "gemm_tf32", "gemm_lowp", "matmul_fp32_simt", "conv_fp32_simt",
-                             "gemm_unknown_matmul", "gemm_unknown_conv"), 0.0)
+                             "attention_fp32_simt", "gemm_unknown_matmul", "gemm_unknown_conv"), 0.0)
     lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
     ts, end = t.ts, end_times(t)
     # The device events with a positive length that overlap the steps, selected by C-level passes.
@@ -188,7 +188,7 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     order = ("gpu:communication", "gpu:gemm/conv", "gpu:fusible", "gpu:memcpy", "gpu:other")
     merged = {cls: merge(compress(spans, [c == cls for c in classes])) for cls in order}
     launched_in_step = ctx.device_steps(t)
-    gemm_kind: dict[int, tuple[str | None, bool]] = {}
+    gemm_kind: dict[int, tuple[str | None, bool, bool]] = {}
     names, name, dur = t.names, t.name, t.dur
     for i in compress(sel, [c == "gpu:gemm/conv" for c in classes]):
         if i in launched_in_step:
@@ -287,19 +287,21 @@ def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tup
     return inside, in_loader
 
 
-def _gemm_kind(name: str) -> tuple[str | None, bool]:
-    """A GEMM/conv kernel's precision class, and whether it is a convolution (by its name)."""
+def _gemm_kind(name: str) -> tuple[str | None, bool, bool]:
+    """A GEMM/conv kernel's precision class, whether it is a convolution, whether fp32 fused attention."""
     low = name.lower()
-    return kn.gemm_precision(name), any(h in low for h in ("conv", "winograd", "fft", "dgrad", "wgrad", "fprop",
-                                                          "implicit"))
+    is_conv = any(h in low for h in ("conv", "winograd", "fft", "dgrad", "wgrad", "fprop", "implicit"))
+    return kn.gemm_precision(name), is_conv, kn.is_fp32_attention(name)
 
 
-def _add_gemm(acc: dict[str, float], kind: tuple[str | None, bool], dur: float) -> None:
-    precision, is_conv = kind
+def _add_gemm(acc: dict[str, float], kind: tuple[str | None, bool, bool], dur: float) -> None:
+    precision, is_conv, is_attention = kind
     acc["gemm"] += dur
     if precision == kn.FP32_SIMT:
         acc["gemm_fp32_simt"] += dur
         acc["conv_fp32_simt" if is_conv else "matmul_fp32_simt"] += dur
+        if is_attention:   # part of the matmuls: TF32 does not change it, bf16 swaps it for flash attention
+            acc["attention_fp32_simt"] += dur
     elif precision == kn.TF32:
         acc["gemm_tf32"] += dur
     elif precision == kn.LOW_PRECISION:
@@ -322,7 +324,7 @@ def _gemm_classes(gemm_us: dict[str, float], part_gemm_us: float) -> dict[str, f
     matmul = gemm_us["matmul_fp32_simt"] + (gemm_us["gemm_unknown_matmul"] if no_lowp else 0.0)
     conv = gemm_us["conv_fp32_simt"] + (gemm_us["gemm_unknown_conv"] if no_lowp else 0.0)
     return {"gemm": part_gemm_us, "gemm_fp32_simt": (matmul + conv) * scale, "matmul_fp32_simt": matmul * scale,
-            "conv_fp32_simt": conv * scale, "gemm_tf32": gemm_us["gemm_tf32"] * scale,
+            "conv_fp32_simt": conv * scale, "attention_fp32_simt": gemm_us["attention_fp32_simt"] * scale, "gemm_tf32": gemm_us["gemm_tf32"] * scale,
             "gemm_lowp": gemm_us["gemm_lowp"] * scale}
 
 

@@ -52,6 +52,8 @@ _KIND_BY_CAT: dict[object, int] = {**_KIND_BY_CAT_LOWER, "Operator": K_CPU_OP, "
                                     "Kernel": K_KERNEL, "Memcpy": K_MEMCPY, "Memset": K_MEMSET}
 
 NAN = float("nan")
+#: Categories only the 2021 schema uses.
+_OLD_SCHEMA_CATS = frozenset({"Operator", "Kernel"})
 
 
 class _Args(msgspec.Struct, gc=False, frozen=True):
@@ -235,7 +237,7 @@ class Builder:
         # are not cached yet, so a dict.fromkeys pass first would hash everything twice.
         t.kind.extend(bytes([kinds.get(e.cat, K_OTHER) for e in complete]))
         if not self.old_schema:  # the 2021 schema's categories show up in any stretch of events
-            self.old_schema = any(e.cat == "Operator" or e.cat == "Kernel" for e in complete[:5000])
+            self.old_schema = not _OLD_SCHEMA_CATS.isdisjoint([e.cat for e in complete[:5000]])
         name_ids = self._name_ids
         t.name.extend(array("I", [name_ids.setdefault(e.name, len(name_ids)) for e in complete]))
         thread_ids = self._thread_ids

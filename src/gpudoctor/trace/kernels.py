@@ -73,7 +73,7 @@ def gemm_precision(name: str) -> str | None:
     low = name.lower()
     if not any(h in low for h in _GEMM_HINTS) or any(h in low for h in _NOT_GEMM_HINTS):
         return None
-    if _is_fp32_attention(low):
+    if is_fp32_attention(name):
         return FP32_SIMT
     if any(h in low for h in _LOWP_HINTS):
         return LOW_PRECISION
@@ -88,9 +88,12 @@ _ATTENTION_HINTS = ("fmha", "flash_fwd", "flash_bwd", "attention")
 _HALF_DTYPE_HINTS = ("bf16", "fp16", "f16", "bfloat16", "half", "e4m3", "e5m2", "fp8")
 
 
-def _is_fp32_attention(low: str) -> bool:
+@lru_cache(maxsize=65536)
+def is_fp32_attention(name: str) -> bool:
     """Fused attention in fp32 (``fmha_cutlassF_f32_aligned_64x64_rf_sm80``: the memory-efficient SDPA
-    kernel that fp32 inputs get); under bf16/fp16 the flash kernels run on tensor cores instead."""
+    kernel that fp32 inputs get, on CUDA cores whatever allow_tf32 says); under bf16/fp16 the flash
+    kernels run on tensor cores instead."""
+    low = name.lower()
     return (any(h in low for h in _ATTENTION_HINTS) and ("f32" in low or "float" in low)
             and not any(h in low for h in _HALF_DTYPE_HINTS))
 

@@ -257,10 +257,13 @@ def aten_ops_per_step(t: EventTable, ctx: Context) -> list[int]:
     takes longer, the same work ran slower (CPU contention, a slower GPU) rather than extra work.
     """
     counts = [0] * ctx.n_steps
+    starts, ends, ts = ctx.step_starts, [b for _, _, b in ctx.steps], t.ts
+    bisect_right = bisect.bisect_right
     for ops in ctx.aten_by_thread.values():
-        for i in ops:
-            k = ctx.step_of(t.ts[i])
-            if k is not None:
+        for i in ops:  # ctx.step_of, inlined
+            when = ts[i]
+            k = bisect_right(starts, when) - 1
+            if k >= 0 and when <= ends[k]:
                 counts[k] += 1
     return counts
 

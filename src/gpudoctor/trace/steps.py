@@ -14,10 +14,9 @@ from collections import Counter
 from typing import Any
 
 from gpudoctor.model import FactValue
-from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import COMPILE_WORK, Context, pct
 from gpudoctor.trace.events import K_KERNEL, K_MEMCPY, EventTable
-from gpudoctor.trace.timeline import merge, total
+from gpudoctor.trace.timeline import end_times, merge, total
 
 
 def dataloader_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
@@ -105,17 +104,17 @@ def optimizer_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     span_starts = [a for a, _, _ in spans]
     launched = 0
     multi = 0
-    for i in ctx.device:
-        if t.kind[i] != K_KERNEL:
+    kind, ts, thread, name = t.kind, t.ts, t.thread, t.name
+    classes = ctx.kernel_classes(t)
+    bisect_right = bisect.bisect_right
+    for i, launch in ctx.device_launches(t).items():  # the device events with a launch, in event order
+        if kind[i] != K_KERNEL:
             continue
-        launch = ctx.launch_by_corr.get(t.correlation[i])
-        if launch is None:
-            continue
-        lt, th = t.ts[launch], t.thread[launch]
-        k = bisect.bisect_right(span_starts, lt) - 1
-        if k >= 0 and lt <= spans[k][1] and spans[k][2] == th:
+        lt = ts[launch]
+        k = bisect_right(span_starts, lt) - 1
+        if k >= 0 and lt <= spans[k][1] and spans[k][2] == thread[launch]:
             launched += 1
-            multi += kn.is_multi_tensor(t.names[t.name[i]])
+            multi += classes[name[i]].multi_tensor
     n = ctx.n_steps
     return {
         "optimizer_kernels_per_step": round(launched / n, 1),
@@ -168,10 +167,10 @@ def step_rows(t: EventTable, ctx: Context) -> list[dict[str, Any]]:
     busy: list[list[tuple[float, float]]] = [[] for _ in ctx.steps]
     compute: list[list[tuple[float, float]]] = [[] for _ in ctx.steps]   # busy without collectives
     kernels = [0] * ctx.n_steps
-    comm_names = {j for j, name in enumerate(t.names) if kn.is_communication(name)}
-    ts, dur, name, kind = t.ts, t.dur, t.name, t.kind
+    comm_names = {nid for nid, info in ctx.kernel_classes(t).items() if info.communication}
+    ts, end, name, kind = t.ts, end_times(t), t.name, t.kind
     for i, step in ctx.device_steps(t).items():  # the device events launched inside a step, in event order
-        interval = (ts[i], ts[i] + dur[i])
+        interval = (ts[i], end[i])
         busy[step].append(interval)
         if name[i] not in comm_names:  # a fast rank's NCCL kernel spins while it waits
             compute[step].append(interval)
