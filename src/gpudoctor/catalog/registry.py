@@ -84,6 +84,7 @@ gemm_fp32_simt_ms_per_step               trace:rank                             
 gemm_tf32_ms_per_step                    trace:rank                                    ms      trace.bottleneck TF32 GEMM/conv kernel time per step
 matmul_fp32_simt_ms_per_step             trace:rank                                    ms      trace.bottleneck fp32 CUDA-core matmul (not conv) kernel time per step: what allow_tf32 changes
 conv_fp32_simt_ms_per_step               trace:rank                                    ms      trace.bottleneck fp32 CUDA-core convolution kernel time per step: what cudnn.allow_tf32 changes
+attention_fp32_simt_ms_per_step          trace:rank                                    ms      trace.bottleneck fp32 fused-attention kernel time per step (fmha_cutlassF_f32…; part of the fp32 matmuls, unchanged by TF32)
 matmul_fp32_simt_pct_of_gpu              trace:rank                                    %       trace.bottleneck fp32 CUDA-core matmul kernel time as a share of GPU busy time
 fp32_simt_pct_of_gpu                     trace:rank                                    %       trace.bottleneck fp32 CUDA-core GEMM/conv kernel time as a share of GPU busy time
 sync_gpu_idle_pct                        trace:rank                                    %       trace.bottleneck GPU idle after host syncs as a share of the step
@@ -109,6 +110,8 @@ k_fp32_matmul_to_bf16_low                trace:rank                             
 k_fp32_matmul_to_bf16_high               trace:rank                                    ratio   catalog.throughput the same ratio, high end
 k_fp32_matmul_to_tf32_low                trace:rank                                    ratio   catalog.throughput fp32 CUDA-core ÷ TF32 matmul kernel-time ratio, low end
 k_fp32_matmul_to_tf32_high               trace:rank                                    ratio   catalog.throughput the same ratio, high end
+k_fp32_attention_to_bf16_low             trace:rank                                    ratio   catalog.throughput fp32 fused attention (memory-efficient SDPA) ÷ bf16 flash attention kernel-time ratio, low end
+k_fp32_attention_to_bf16_high            trace:rank                                    ratio   catalog.throughput the same ratio, high end
 layout_transform_pct                     trace:rank                                    %       trace.metrics    share of compute-kernel time in layout transforms (nchwToNhwc …)
 layout_transform_ms_per_step             trace:rank                                    ms      trace.metrics    layout-transform kernel time per step
 max_gpu_gap_ms                           trace:rank                                    ms      trace.metrics    longest gap without GPU work inside the steps
