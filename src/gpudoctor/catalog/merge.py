@@ -60,6 +60,8 @@ def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
 
 #: A live data wait at or above this share of the step means the GPU waits for input (GD102's threshold).
 INPUT_BOUND_PCT = 10.0
+#: The input-bound rule whose finding must be shown for GPU-side findings to step back.
+INPUT_RULE = "GD102"
 
 
 def bound_by_live_input(findings: Iterable[Finding], data_wait_pct: float | None) -> list[Finding]:
@@ -69,9 +71,17 @@ def bound_by_live_input(findings: Iterable[Finding], data_wait_pct: float | None
     loader), so its GPU-side estimates ignore the wait the agent measures over many steps. While that
     wait is at least :data:`INPUT_BOUND_PCT` of the step, a faster GPU only makes the GPU wait longer:
     such findings become info, and their basis says why; the input finding comes first.
+
+    Only while that input finding (GD102, warning or critical) is shown: a wait that the live rules
+    did not (yet) hold as a finding — a bursty loader whose wait crossed the threshold in one window —
+    leaves the GPU-side findings as they are, so the list never says "after the input fix" about a fix
+    it does not name (pytorch/examples ImageNet on the H200: info findings pointing at a GD102 that
+    the report did not show).
     """
     out = list(findings)
     if data_wait_pct is None or data_wait_pct < INPUT_BOUND_PCT:
+        return out
+    if not any(f.code == INPUT_RULE and f.severity is not Severity.INFO for f in out):
         return out
     note = (f"; while the loop waits for data {data_wait_pct:.0f}% of each step (agent), this gain "
             f"comes only after the input fix (GD102)")
