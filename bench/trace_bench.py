@@ -12,13 +12,15 @@ tools, and the ratios are what to read):
 3. a directory of 16 rank traces (a real trace's steps, shifted per rank): ``--jobs 1`` vs
    ``--jobs <cores>``, results compared for identity;
 4. the ≥ 1 GB synthetic trace (bench/trace_synth.py, in /tmp, never committed): MB of JSON per
-   CPU-second of all processes and threads, and peak RSS ÷ JSON size.
+   CPU-second of all processes and threads, and peak RSS ÷ JSON size;
+5. with ``--against REV``: that git revision's gpudoctor against the working tree, run for run, on
+   df_index_resolver, the rank set and the big trace — what changed, whatever the load.
 
 HTA lives in its own venv (``--hta-venv``, default /work/htavenv), made when missing:
 ``python3 -m venv V && V/bin/pip install --no-deps holistictraceanalysis==0.5.0 && V/bin/pip install
 'pandas<3' numpy plotly networkx psutil pyyaml``.
 
-Usage: .venv/bin/python bench/trace_bench.py [--repeat 3] [--skip-big] [--skip-ranks] [--big-mb 1100]
+Usage: .venv/bin/python bench/trace_bench.py [--repeat 3] [--skip-big] [--skip-ranks] [--big-mb 1100] [--against REV]
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def ensure_hta_venv(venv: Path) -> Path:
     return python
 
 
-def run_child(argv: list[str], cwd: Path | None = None) -> dict[str, Any]:
+def run_child(argv: list[str], cwd: Path | None = None, src: Path = REPO / "src") -> dict[str, Any]:
     """Spawn, wait, and measure one process: wall s, CPU s (user+sys, all threads), peak RSS bytes, stdout.
 
     Peak RSS is ``ru_maxrss`` from ``os.wait4``: the child's (or its largest reaped child's). Linux keeps
@@ -88,7 +90,7 @@ def run_child(argv: list[str], cwd: Path | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd,
-                                env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPO / "src")})
+                                env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(src)})
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
         out.seek(0)
@@ -269,6 +271,45 @@ def big_trace(size_mb: float, hta_python: Path | None) -> list[str]:
     return rows
 
 
+def against_revision(rev: str, repeat: int, jobs: int) -> list[str]:
+    """gpudoctor of git revision ``rev`` (its ``src`` and ``rules``, byte-compiled) against the working tree,
+    interleaved run by run, on df_index_resolver, the 16-rank set (``--jobs`` = the usable cores) and the
+    big synthetic trace when present: the same load for both, so the ratio is what changed."""
+    targets = [("df_index_resolver", TRACES / CASES[0][1], "1")]
+    with tempfile.TemporaryDirectory(prefix="gd_rev_") as tmp_name:
+        tmp = Path(tmp_name)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src", "rules"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tmp / "src" / "gpudoctor")], check=True,
+                       stdout=subprocess.DEVNULL)
+        ranks = tmp / "ranks"
+        in_child(f"from pathlib import Path; from trace_synth import write_rank_set; "
+                 f"write_rank_set(Path({str(DEFAULT_SOURCE)!r}), Path({str(ranks)!r}), 16, gzip_level=1)")
+        targets.append(("16 ranks", ranks, str(jobs)))
+        big = Path("/tmp/gpudoctor_synth.json")
+        if big.exists():
+            targets.append((f"synthetic {big.stat().st_size / 1e6:.0f} MB", big, "1"))
+        rows = [f"\n{rev} against the working tree, interleaved; load average {load()}",
+                "| input | --jobs | wall then / now | CPU then / now | CPU saved | peak RSS then / now |",
+                "|---|---|---|---|---|---|"]
+        print("\n".join(rows), flush=True)
+        for label, target, jobs_arg in targets:
+            argv = ["-m", "gpudoctor", "analyze", str(target), "--format", "json", "--jobs", jobs_arg]
+            then_runs, now_runs = [], []
+            for _ in range(1 if target == big else repeat):
+                then_runs.append(run_child([sys.executable, *argv], src=tmp / "src"))
+                now_runs.append(run_child([sys.executable, *argv]))
+            then, now = best(then_runs), best(now_runs)
+            rows.append(f"| {label} | {jobs_arg} | {then['wall_s']:.2f} / {now['wall_s']:.2f} s "
+                        f"| {then['cpu_s']:.2f} / {now['cpu_s']:.2f} s | {100 * (1 - now['cpu_s'] / then['cpu_s']):.0f}% "
+                        f"| {then['rss'] / 1e6:.0f} / {now['rss'] / 1e6:.0f} MB |")
+            print(rows[-1], flush=True)
+    rows.append(f"load average after: {load()}")
+    print(rows[-1], flush=True)
+    return rows
+
+
 def prepare() -> list[str]:
     """What a user's installed gpudoctor has: byte-compiled modules and, after its first run, the rule cache.
 
@@ -288,6 +329,13 @@ def prepare() -> list[str]:
     return rows
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hta-venv", type=Path, default=Path("/work/htavenv"))
@@ -302,6 +350,8 @@ def main() -> None:
     parser.add_argument("--rank-source", type=Path, default=DEFAULT_SOURCE,
                         help="the real trace the rank set is made of (default: the H200 fp32 resnet18 trace)")
     parser.add_argument("--jobs", type=int, default=0, help="workers for the rank set (default: the usable cores)")
+    parser.add_argument("--against", default="", metavar="REV",
+                        help="also run git revision REV's gpudoctor interleaved with the working tree")
     args = parser.parse_args()
     hta_python = ensure_hta_venv(args.hta_venv) if not args.skip_hta or args.big_hta else None
     prepare()
@@ -309,13 +359,11 @@ def main() -> None:
         compare_with_hta(hta_python, args.repeat, args.only)
     import_cost()
     if not args.skip_ranks:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cores = os.cpu_count() or 1
-        parallel_ranks(args.ranks, args.jobs or cores, args.rank_source, args.repeat)
+        parallel_ranks(args.ranks, args.jobs or _cores(), args.rank_source, args.repeat)
     if not args.skip_big:
         big_trace(args.big_mb, hta_python if args.big_hta else None)
+    if args.against:
+        against_revision(args.against, args.repeat, args.jobs or _cores())
 
 
 if __name__ == "__main__":
