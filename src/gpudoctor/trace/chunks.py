@@ -52,10 +52,10 @@ def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder, a
             pending[cut + 1] = 0x5D  # "]"
             with memoryview(pending) as view:
                 _decode_events(decoder, view[:cut + 2], builder)
-            rest = pending.index(b"{", cut + 2) - 1
-            carry = bytearray(pending[rest:])
-            carry += nxt
-            pending = carry
+            # keep the unfinished tail (from the spare byte before its "{") and append the next block:
+            # deleting a bytearray's head moves no bytes, and the buffer is reused, not reallocated
+            del pending[:pending.index(b"{", cut + 2) - 1]
+            pending += nxt
             continue
         if nxt is not None:
             pending += nxt
