@@ -25,7 +25,7 @@ from gpudoctor.live.session import LiveSession
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-MIN_SAMPLES = 10
+MIN_SAMPLES = 10  # of a 10 s attach: injection and the automatic profile window (left out) take seconds of it
 
 
 def _env() -> dict[str, str]:
@@ -33,7 +33,7 @@ def _env() -> dict[str, str]:
 
 
 def _attach(pid: int, out: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "gpudoctor", "attach", str(pid), "--duration", "6", "--no-stacks",
+    proc = subprocess.run([sys.executable, "-m", "gpudoctor", "attach", str(pid), "--duration", "10", "--no-stacks",
                            "--format", "json", "-o", str(out)], capture_output=True, text=True, timeout=120,
                           env=_env())
     assert proc.returncode in (0, 1), proc.stderr[-2000:]

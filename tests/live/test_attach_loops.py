@@ -68,8 +68,11 @@ def test_duration_is_kept_on_a_loop_that_never_steps(idle_loop: subprocess.Popen
                    "--format", "json", timeout_s=120)
     took = time.monotonic() - started
     assert proc.returncode in (0, 1), proc.stderr
-    assert took <= 15.0, took
     report = json.loads(proc.stdout)
+    # the watch itself (session start to report) keeps --duration plus the profile grace of 3 s; the
+    # process as a whole also pays Python's start-up, which a loaded machine stretches
+    assert report["elapsed_s"] <= 15.0, report["elapsed_s"]
+    assert took <= 45.0, took
     assert any("time window" in note for note in report["notes"]), report["notes"]
     assert idle_loop.poll() is None
     trace = report["agent"].get("profile_trace_path")
