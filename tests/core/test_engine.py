@@ -34,7 +34,7 @@ def _rank(rank: int, **values: object) -> FactSet:
 
 def test_first_matching_block_sets_severity_and_evidence() -> None:
     catalog = load_catalog().select(["GD101"])
-    result = evaluate(catalog, [_rank(0, idle_pct=75.0, compute_pct=20.0)], [Source.TRACE])
+    result = evaluate(catalog, [_rank(0, idle_pct=75.0, compute_pct=20.0, has_steps=False)], [Source.TRACE])
     (finding,) = result.findings
     assert finding.severity is Severity.CRITICAL
     assert finding.location.rank == 0
@@ -57,7 +57,7 @@ def test_missing_evidence_is_reported_not_passed() -> None:
 
 
 def test_option_override_by_code_or_name() -> None:
-    facts = [_rank(0, idle_pct=40.0)]
+    facts = [_rank(0, idle_pct=40.0, has_steps=False)]
     catalog = load_catalog().select(["GD101"])
     assert evaluate(catalog, facts, [Source.TRACE]).findings
     assert not evaluate(catalog, facts, [Source.TRACE], {"GD101": {"max_idle_pct": 45}}).findings
