@@ -165,6 +165,7 @@ class Impact:
     est_speedup_high: float
     basis: str
     side: str  # "gpu" or "host"
+    after: str | None = None  # a rule whose fix must come first for this gain to show (e.g. "GD102")
 
     @property
     def est_speedup(self) -> float:
@@ -184,7 +185,8 @@ class Impact:
     def to_dict(self) -> dict[str, Any]:
         return {"cost_ms_per_step": self.cost_ms_per_step, "cost_pct_of_step": self.cost_pct_of_step,
                 "est_speedup_low": self.est_speedup_low, "est_speedup_high": self.est_speedup_high,
-                "est_speedup": round(self.est_speedup, 3), "basis": self.basis, "side": self.side}
+                "est_speedup": round(self.est_speedup, 3), "basis": self.basis, "side": self.side,
+                "after": self.after}
 
 
 @dataclass(frozen=True)
@@ -258,9 +260,12 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
     """Largest estimated gain first, then the most severe, then rule code and place (stable output).
 
     What to fix first is what gains most. A finding without an estimate (a hang, an unpinned base
-    image) sorts as if it gained the default threshold of its severity.
+    image) sorts as if it gained the default threshold of its severity. A finding whose gain shows
+    only after another fix (``impact.after``: a faster GPU while the loop waits for data) sorts after
+    every finding that gains now.
     """
-    def order(f: Finding) -> tuple[float, int, str, str]:
+    def order(f: Finding) -> tuple[int, float, int, str, str]:
         gain = f.impact.est_speedup if f.impact is not None else _NO_ESTIMATE_ORDER[f.severity]
-        return (-round(gain, 3), -f.severity.rank, f.code, f.location.describe())
+        deferred = int(f.impact is not None and f.impact.after is not None)
+        return (deferred, -round(gain, 3), -f.severity.rank, f.code, f.location.describe())
     return sorted(findings, key=order)

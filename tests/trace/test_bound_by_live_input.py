@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.catalog.merge import bound_by_live_input
+from gpudoctor.catalog.merge import bound_by_live_input, merge_findings
 from gpudoctor.live.facts import build_factsets
 from gpudoctor.live.samples import StepStats
 from gpudoctor.model import Finding, Severity, Source
@@ -37,6 +37,10 @@ def test_gpu_side_findings_become_info_while_the_loop_waits_for_data(trace_file:
     findings = [*findings, _live_input_finding(45.0)]
     bounded = {f.code: f for f in bound_by_live_input(findings, 45.0)}
     assert bounded["GD102"].severity is Severity.CRITICAL
+    # the input fix comes first in the list, even where a GPU-side estimate is larger
+    order = [f.code for f in merge_findings(bounded.values())]
+    assert order[0] == "GD102"
+    assert all(bounded[c].impact.after == "GD102" for c in gpu_side)  # type: ignore[union-attr]
     for code in gpu_side:
         assert bounded[code].severity is Severity.INFO
         assert bounded[code].impact is not None and "waits for data 45%" in bounded[code].impact.basis

@@ -87,5 +87,6 @@ def bound_by_live_input(findings: Iterable[Finding], data_wait_pct: float | None
             f"comes only after the input fix (GD102)")
     for i, f in enumerate(out):
         if f.impact is not None and f.impact.side == "gpu" and f.severity is not Severity.INFO:
-            out[i] = replace(f, severity=Severity.INFO, impact=replace(f.impact, basis=f.impact.basis + note))
+            out[i] = replace(f, severity=Severity.INFO,
+                             impact=replace(f.impact, basis=f.impact.basis + note, after=INPUT_RULE))
     return out
