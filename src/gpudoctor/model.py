@@ -180,6 +180,8 @@ class Impact:
             gain += f" · costs {self.cost_ms_per_step:.1f} ms/step"
             if self.cost_pct_of_step is not None:
                 gain += f" ({self.cost_pct_of_step:.0f}%)"
+        if self.after is not None:
+            gain += f" · after the {self.after} fix"
         return gain
 
     def to_dict(self) -> dict[str, Any]:

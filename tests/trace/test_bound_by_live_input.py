@@ -41,6 +41,7 @@ def test_gpu_side_findings_become_info_while_the_loop_waits_for_data(trace_file:
     order = [f.code for f in merge_findings(bounded.values())]
     assert order[0] == "GD102"
     assert all(bounded[c].impact.after == "GD102" for c in gpu_side)  # type: ignore[union-attr]
+    assert bounded["GD201"].impact.describe().endswith("after the GD102 fix")  # type: ignore[union-attr]
     for code in gpu_side:
         assert bounded[code].severity is Severity.INFO
         assert bounded[code].impact is not None and "waits for data 45%" in bounded[code].impact.basis
