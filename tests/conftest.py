@@ -18,12 +18,20 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
 
-#: Modules that share a session-scoped fixture run on one worker, so the fixture is built once.
+#: Modules that share a session-scoped fixture run on one worker, so the fixture is built once; and
+#: modules that must not run beside each other.
 SHARED_UNITS = {
     # ddp_runs (tests/ranks/conftest.py): one finished 2-rank DDP run per mode
     "tests/ranks/test_stragglers.py": "ranks-ddp-runs",
     "tests/ranks/test_prometheus.py": "ranks-ddp-runs",
     "tests/ranks/test_rank_report.py": "ranks-ddp-runs",
+    # short_profiled_run (tests/ranks/conftest.py): one finished DDP run with its rank traces
+    "tests/ranks/test_posthoc_straggler.py": "ranks-profiled-runs",
+    "tests/ranks/test_traces.py": "ranks-profiled-runs",
+    # not a shared fixture: the two 40 s attaches that need 3 judged straggler windows of a 2-rank job
+    # burning both cores stay one after the other rather than squeeze each other's ranks
+    "tests/ranks/test_end_to_end.py": "ranks-compute-straggler-attach",
+    "tests/ranks/test_spawn_end_to_end.py": "ranks-compute-straggler-attach",
 }
 #: Folders whose tests start real training jobs, started first (longest work first balances best).
 FIRST = ("tests/ranks/", "tests/agent/", "tests/live/", "tests/examples/", "tests/tui/")

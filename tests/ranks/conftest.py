@@ -55,6 +55,10 @@ def _wait_share_pct(chunk: Sequence[dict]) -> float:
 
 
 _RUNS: dict[str, dict[int, list[dict]]] = {}
+#: The input-slowed rank's per-sample read delay in ``ddp_runs`` (160 ms per 32-sample batch): the
+#: fast rank's wait in the all-reduce stays most of its step even while a busy 2-core machine
+#: stretches both ranks' compute (ddp_job.py's 2.5 ms default gave 42% there under load, not > 50%).
+RUNS_READ_DELAY_MS = 5.0
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +66,23 @@ def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[i
     """``ddp_runs(mode)``: rows of a finished real DDP run in that mode (run once per session)."""
     def get(mode: str) -> dict[int, list[dict]]:
         if mode not in _RUNS:
-            _RUNS[mode] = run_ddp(tmp_path_factory.mktemp(f"ddp_{mode}"), mode)
+            _RUNS[mode] = run_ddp(tmp_path_factory.mktemp(f"ddp_{mode}"), mode, 40,
+                                  "--read-delay-ms", str(RUNS_READ_DELAY_MS))
         return _RUNS[mode]
+    return get
+
+
+_SHORT_PROFILED: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="session")
+def short_profiled_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``short_profiled_run(mode)``: the folder of a finished 12-step DDP run in that mode with
+    ddp_job.py's own 4-step profile (``rank<r>.pt.trace.json``), run once per session."""
+    def get(mode: str) -> Path:
+        if mode not in _SHORT_PROFILED:
+            out = tmp_path_factory.mktemp(f"ddp_{mode}_profiled")
+            run_ddp(out, mode, 12, "--profile", timeout_s=120.0)
+            _SHORT_PROFILED[mode] = out
+        return _SHORT_PROFILED[mode]
     return get

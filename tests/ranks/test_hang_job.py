@@ -51,24 +51,53 @@ def _kill_tree(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
-@pytest.fixture()
-def hang_job(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+class HangJobs:
+    """torchrun hang jobs for this module: one is shared while it fits (torch start-up on 3 processes
+    is the slow part); a test that must watch the job train before it hangs gets a fresh one once the
+    shared job was told to hang."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self.tmp_path_factory = tmp_path_factory
+        self.current: tuple[subprocess.Popen, Path] | None = None
+        self.started: list[subprocess.Popen] = []
+
+    def get(self, training: bool) -> tuple[subprocess.Popen, Path]:
+        if self.current is not None:
+            proc, out = self.current
+            if proc.poll() is None and not (training and (out / "hang").exists()):
+                return self.current
+        self.current = self._start()
+        return self.current
+
+    def _start(self) -> tuple[subprocess.Popen, Path]:
+        from gpudoctor.commands.run import agent_env
+
+        out = self.tmp_path_factory.mktemp("hang_job")
+        cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", str(HANG_JOB), "--out", str(out)]
+        proc = subprocess.Popen(cmd, env=agent_env(dict(os.environ)), start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.started.append(proc)
+        deadline = time.time() + 180  # torch start-up on a loaded 2-core machine can be slow
+        while time.time() < deadline and not all(_last_step(out, r) >= 20 for r in (0, 1)):
+            assert proc.poll() is None, "the job exited before it trained"
+            time.sleep(0.3)
+        return proc, out
+
+    def close(self) -> None:
+        for proc in self.started:
+            _kill_tree(proc)
+
+
+@pytest.fixture(scope="module")
+def hang_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HangJobs]:
     pytest.importorskip("torch")
     if not TORCHRUN.exists():
         pytest.skip("torchrun is not installed next to this Python")
-    from gpudoctor.commands.run import agent_env
-
-    cmd = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", str(HANG_JOB), "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd, env=agent_env(dict(os.environ)), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    jobs = HangJobs(tmp_path_factory)
     try:
-        deadline = time.time() + 180  # torch start-up on a loaded 2-core machine can be slow
-        while time.time() < deadline and not all(_last_step(tmp_path, r) >= 20 for r in (0, 1)):
-            assert proc.poll() is None, "the job exited before it trained"
-            time.sleep(0.3)
-        yield proc, tmp_path
+        yield jobs
     finally:
-        _kill_tree(proc)
+        jobs.close()
 
 
 def _last_step(out: Path, rank: int) -> int:
@@ -86,8 +115,8 @@ def _judge(monitor: RankMonitor) -> tuple[list, list]:
     return [f for f in result.findings if f.code == "GD613"], [f for f in result.findings if f.code == "GD610"]
 
 
-def test_ranks_hung_in_a_collective_are_reported(hang_job: tuple[subprocess.Popen, Path]) -> None:
-    proc, out = hang_job
+def test_ranks_hung_in_a_collective_are_reported(hang_jobs: HangJobs) -> None:
+    proc, out = hang_jobs.get(training=True)
     monitor = RankMonitor.for_target(proc.pid, window_s=1.0)
     assert monitor is not None and [r.rank for r in monitor.group.ranks] == [0, 1]
     try:
@@ -133,10 +162,11 @@ def test_ranks_hung_in_a_collective_are_reported(hang_job: tuple[subprocess.Pope
         monitor.close()
 
 
-def test_gpudoctor_attach_to_a_hung_torchrun_job(hang_job: tuple[subprocess.Popen, Path], tmp_path: Path) -> None:
+def test_gpudoctor_attach_to_a_hung_torchrun_job(hang_jobs: HangJobs, tmp_path: Path) -> None:
     """The user's path: the job is already hung when ``gpudoctor attach <torchrun pid> --duration``
-    starts; the report names the hang (GD613, not GD610) and shows both ranks in its Ranks table."""
-    proc, out = hang_job
+    starts (the job the test above hung, when it ran); the report names the hang (GD613, not GD610)
+    and shows both ranks in its Ranks table."""
+    proc, out = hang_jobs.get(training=False)
     (out / "hang").touch()
     time.sleep(1.0)
     config = tmp_path / "gpudoctor.toml"

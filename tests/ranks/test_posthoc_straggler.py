@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ import pytest
 from gpudoctor.commands.analyze import analyze_paths
 from gpudoctor.model import Severity
 
-from .conftest import HERE, run_ddp
+from .conftest import HERE
 
 pytestmark = pytest.mark.slow
 
@@ -80,12 +81,11 @@ def test_healthy_run_is_not_blamed_for_work_it_did_not_do(tmp_path: Path) -> Non
     assert all(r["straggler_cause"] in (None, "cpu") for r in rows.values() if r["straggler_score"] < 0.75), rows
 
 
-def test_healthy_short_profile_gives_no_warning(tmp_path: Path) -> None:
+def test_healthy_short_profile_gives_no_warning(short_profiled_run: Callable[[str], Path]) -> None:
     """The reported false positive: a healthy run profiled for ddp_job.py's 4 steps on a loaded host.
 
     4 steps are fewer than ``min_steps``: at most an info finding that says why it is no verdict."""
-    run_ddp(tmp_path, "healthy", 12, "--profile", timeout_s=60.0)
-    report, rows = _analyze(tmp_path)
+    report, rows = _analyze(short_profiled_run("healthy"))
     assert not _gd601(report, Severity.WARNING), [f.message for f in _gd601(report)]
     assert all(r["straggler_score"] is not None for r in rows.values())  # judged, not skipped
     for f in _gd601(report, Severity.INFO):

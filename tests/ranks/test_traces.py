@@ -6,13 +6,12 @@ profiled from our own 2-rank DDP run are recognised as ranks 0 and 1 of one job.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gpudoctor.commands.analyze import analyze_paths
-
-from .conftest import run_ddp
 
 pytestmark = pytest.mark.slow
 
@@ -35,9 +34,8 @@ def test_hta_trace_filter_sample_is_compared_rank_by_rank(shared_traces: Path) -
     assert sum(r["late_collective_pct"] for r in rows) == pytest.approx(100.0)
 
 
-def test_ddp_rank_traces_are_one_job_of_two_ranks(tmp_path: Path) -> None:
-    run_ddp(tmp_path, "input", 12, "--profile")
-    traces = sorted(tmp_path.glob("rank*.pt.trace.json"))
+def test_ddp_rank_traces_are_one_job_of_two_ranks(short_profiled_run: Callable[[str], Path]) -> None:
+    traces = sorted(short_profiled_run("healthy").glob("rank*.pt.trace.json"))
     assert len(traces) == 2
     report = analyze_paths(traces)
     rows = _straggler_rows(report)
