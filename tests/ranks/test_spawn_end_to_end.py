@@ -91,3 +91,34 @@ def test_a_rank_without_an_agent_is_no_data_not_ok(tmp_path: Path) -> None:
         assert [r["status"] for r in rows] == ["no data", "no data"], rows
         assert all(r["note"] for r in rows), rows
         assert not [f for f in report["findings"] if f["code"] == "GD601"]
+
+
+def test_run_starts_an_agent_in_each_spawned_rank_and_watches_rank_0(tmp_path: Path) -> None:
+    """``gpudoctor run -- python main.py --multiprocessing-distributed``: the ranks are spawn children
+    with no RANK in their environment. The bootstrap starts their agents when they join the process
+    group (DataLoader workers, spawn children too, never do), and run watches rank 0, not the parent."""
+    pytest.importorskip("torch")
+    out_json = tmp_path / "report.json"
+    cmd = [str(GPUDOCTOR), "run", "--duration", "25", "--window", "2", "--no-stacks", "--format", "json",
+           "-o", str(out_json), "--select", "GD601,GD610", "--",
+           sys.executable, str(DDP_JOB), "--launcher", "spawn", "--init-method", "tcp", "--mode", "compute",
+           "--steps", "5000", "--workers", "1", "--comm-timer", "none", "--out", str(tmp_path / "job")]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 200
+        while not (out_json.exists() and out_json.stat().st_size) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert out_json.exists() and out_json.stat().st_size, proc.stderr.read().decode() if proc.poll() is not None else "no report"
+        time.sleep(0.5)   # the report is written in one go; let the writer close it
+        report = json.loads(out_json.read_text())
+        truth = _rank_pids(tmp_path / "job")
+        assert report["target_pid"] == truth[0], (report["target_pid"], truth)
+        assert report["steps"] and report["steps"]["steps_total"] > 0, report["notes"]
+        rows = {row["rank"]: row for t in report["tables"] if t.get("key") == "ranks" for row in t["rows"]}
+        assert set(rows) == {0, 1} and all(r["steps_total"] > 0 for r in rows.values()), rows
+        assert all(r["status"] != "no data" for r in rows.values()), rows
+        assert [f["location"]["rank"] for f in report["findings"] if f["code"] == "GD601"] == [1], report["findings"]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)

@@ -155,7 +155,8 @@ class Agent:
             protocol=PROTOCOL_VERSION, pid=self.pid, python=sys.version.split()[0],
             torch=getattr(torch, "__version__", None) if torch else None,
             source=self.source, step_source=self.step_source, started_at=self.started_at,
-            rank=_env_int("RANK"), local_rank=_env_int("LOCAL_RANK"), world_size=_env_int("WORLD_SIZE"))
+            rank=_dist_value("get_rank", "RANK"), local_rank=_env_int("LOCAL_RANK"),
+            world_size=_dist_value("get_world_size", "WORLD_SIZE"))
 
     def _typical_step_s(self) -> float | None:
         """The 90th-percentile of the last steps (how long 'no step for a while' must be), or None."""
@@ -235,6 +236,21 @@ def _number(value: Any, default: float, low: float, high: float) -> float:
     return float(min(max(value, low), high))
 
 
+def _dist_value(getter: str, env_name: str) -> int | None:
+    """The process group's rank/world size once it is initialized, else the launcher's variable.
+
+    ``mp.spawn`` ranks with an ``init_method="tcp://…"`` (pytorch/examples' ImageNet) carry no RANK or
+    WORLD_SIZE in their environment; ``torch.distributed`` knows them after ``init_process_group``.
+    """
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(getattr(dist, getter)())
+    except Exception:
+        pass
+    return _env_int(env_name)
+
+
 def _env_int(name: str) -> int | None:
     try:
         return int(os.environ[name])
@@ -274,15 +290,16 @@ def _trend_mib_per_100_steps(points: list[tuple[int, int]]) -> float | None:
 def _is_worker_process(source: str = "import") -> bool:
     """DataLoader/multiprocessing children and torch.compile workers never get an agent.
 
-    Injected (``source="inject"``), only DataLoader and compile workers are refused: gpudoctor chose
-    this process from outside as a rank (``torch.multiprocessing.spawn`` children and the ranks a plain
+    Injected (``source="inject"``), or started by ``gpudoctor run``'s bootstrap when a multiprocessing
+    child calls ``init_process_group`` (``source="spawn-rank"``), only DataLoader and compile workers
+    are refused: gpudoctor chose this process from outside as a rank, or it joined a process group (``torch.multiprocessing.spawn`` children and the ranks a plain
     parent starts are multiprocessing children too, and they are what a DDP job trains in).
     """
     argv = " ".join(getattr(sys, "orig_argv", sys.argv))
     worker = sys.modules.get("torch.utils.data._utils.worker")
     if "compile_worker" in argv or getattr(worker, "_worker_info", None) is not None:
         return True
-    if source == "inject":
+    if source in ("inject", "spawn-rank"):
         return False
     if _in_forked_child:
         return True

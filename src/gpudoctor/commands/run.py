@@ -2,7 +2,8 @@
 
 The agent reaches every Python process the command starts (every rank under ``torchrun``) through a
 ``sitecustomize`` directory put first on PYTHONPATH (see ``gpudoctor/agent/bootstrap``); it skips
-DataLoader workers and other multiprocessing children. The view is the live session's: the
+DataLoader workers and other multiprocessing children, except ``torch.multiprocessing.spawn``
+ranks, whose agents start when they join a process group; the session then watches rank 0. The view is the live session's: the
 dashboard on a terminal, else a report when the command exits (or after ``--duration``). When the
 report goes to stdout as JSON/Markdown or into a pipe, the command's own stdout goes to stderr. Ctrl-C
 reaches the command (the terminal sends it to both; otherwise it is forwarded). A command that
@@ -28,6 +29,9 @@ from gpudoctor.exitcodes import ExitCode, UserError
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "agent" / "bootstrap"
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
 AGENT_WAIT_S = 60.0
+SPAWN_RANK_WAIT_S = 30.0   # how long a spawn parent's agent waits for its ranks' agents to answer
+SPAWN_GRACE_S = 3.0        # after torch is imported, how long to look for spawned children first
+NO_TORCH_WAIT_S = 15.0     # an agent whose program has not imported torch after this is watched anyway
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,29 +80,79 @@ def start_command(cmd: list[str], stdout_to_stderr: bool = False) -> subprocess.
 
 
 def find_agent_pid(root_pid: int, timeout_s: float, child: subprocess.Popen[bytes]) -> int | None:
-    """The PID to watch: the process in ``root_pid``'s tree whose agent answers (rank 0 first)."""
+    """The PID to watch: the process in ``root_pid``'s tree whose agent answers (rank 0 first).
+
+    An agent without a rank is taken once its process has imported torch and, within
+    ``SPAWN_GRACE_S``, started no ``multiprocessing`` spawn children; a parent whose children are
+    ``torch.multiprocessing.spawn`` processes (``spawn_main``) is waited past for up to
+    ``SPAWN_RANK_WAIT_S``: those children get their agent when they join a process group (the
+    bootstrap's hook), and a rank is what trains. Ctrl-C meanwhile raises
+    :class:`AgentWaitInterrupted` with the agent found so far.
+    """
+    deadline = time.monotonic() + timeout_s
+    found: list[tuple[int, int]] = []
+    try:
+        return _find_agent_pid(root_pid, deadline, child, found)
+    except KeyboardInterrupt:
+        raise AgentWaitInterrupted(found[0][1] if found else None) from None
+
+
+class AgentWaitInterrupted(KeyboardInterrupt):
+    """Ctrl-C while waiting for a rank's agent: carries the agent found so far (or None)."""
+
+    def __init__(self, pid: int | None) -> None:
+        super().__init__()
+        self.pid = pid
+
+
+def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[bytes],
+                    found: list[tuple[int, int]]) -> int | None:
     import psutil
 
     from gpudoctor.agent.client import find_agent
 
-    deadline = time.monotonic() + timeout_s
+    first_unranked: float | None = None
+    torch_seen: float | None = None
     while time.monotonic() < deadline and child.poll() is None:
         try:
-            tree = [root_pid, *[p.pid for p in psutil.Process(root_pid).children(recursive=True)]]
+            procs = [psutil.Process(root_pid), *psutil.Process(root_pid).children(recursive=True)]
         except psutil.Error:
             return None
-        found: list[tuple[int, int]] = []
-        for pid in tree:
-            client = find_agent(pid, timeout_s=0.5)
+        found.clear()
+        torch_loaded = False
+        for proc in procs:
+            client = find_agent(proc.pid, timeout_s=0.5)
             if client is not None:
                 rank = client.info.get("rank")
+                torch_loaded = torch_loaded or bool(client.info.get("torch"))
                 client.close()
-                found.append((rank if isinstance(rank, int) else -1, pid))
-        if found:
-            ranked = [f for f in found if f[0] >= 0]
-            return min(ranked)[1] if ranked else found[0][1]
+                found.append((rank if isinstance(rank, int) else -1, proc.pid))
+        ranked = [f for f in found if f[0] >= 0]
+        if ranked:
+            return min(ranked)[1]
+        if found and torch_loaded:
+            # torch is in: an mp.spawn job spawns its ranks right after, and they join a process group
+            torch_seen = torch_seen or time.monotonic()
+            waited = time.monotonic() - torch_seen
+            if waited > SPAWN_RANK_WAIT_S or (waited > SPAWN_GRACE_S and not _has_spawned_children(procs)):
+                return found[0][1]
+        elif found:
+            first_unranked = first_unranked or time.monotonic()
+            if time.monotonic() - first_unranked > NO_TORCH_WAIT_S:   # a program that never imports torch
+                return found[0][1]
         time.sleep(0.1)
     return None
+
+
+def _has_spawned_children(procs: list[Any]) -> bool:
+    """Whether any process is a ``multiprocessing`` spawn child (a possible ``mp.spawn`` rank)."""
+    for proc in procs:
+        try:
+            if "spawn_main" in " ".join(proc.cmdline()):
+                return True
+        except Exception:
+            continue
+    return False
 
 
 def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -188,7 +242,14 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
     from gpudoctor.live.session import LiveSession
     from gpudoctor.live.watch import watch
 
-    pid = find_agent_pid(child.pid, AGENT_WAIT_S, child)
+    interrupted = False
+    try:
+        pid = find_agent_pid(child.pid, AGENT_WAIT_S, child)
+    except AgentWaitInterrupted as exc:   # Ctrl-C before the session started: the command gets it too
+        interrupted, pid = True, exc.pid
+        _forward(child, signal.SIGINT)
+        if pid is None:
+            return None, True
     if pid is None:
         if child.poll() is None:
             print("gpudoctor: no Python process with the agent appeared in the command within "
@@ -204,7 +265,6 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
         session.start()
         run_dashboard(session)          # closes the session; the agent stays in the command
         return None, False
-    interrupted = False
     session.start()
     try:
         watch(session, args.duration if args.duration is not None else float("inf"), args.profile,
