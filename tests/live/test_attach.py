@@ -6,6 +6,7 @@ machine, so GPU rules are "not evaluated" (the GPU path is exercised by bench/gp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -123,9 +124,14 @@ def test_shell_launcher_names_its_python_child(workload) -> None:
         proc = run_cli("attach", str(shell.pid), "--once")
         assert proc.returncode == ExitCode.NOT_PYTHON
         assert "its Python child is PID" in proc.stderr
-    finally:
+    finally:  # the Python child first: once the shell is gone it is init's, and would train on for 30 s
+        import psutil
+
+        children = psutil.Process(shell.pid).children(recursive=True) if shell.poll() is None else []
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
         shell.kill()
-        subprocess.run(["pkill", "-P", str(shell.pid)], check=False)
         shell.wait()
 
 
