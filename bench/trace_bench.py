@@ -68,6 +68,11 @@ print(json.dumps({"idle": [float(v) for v in temporal.sort_values("rank")["idle_
 """
 
 
+
+def _pythonpath(src: Path) -> str:
+    """``src`` first, then whatever PYTHONPATH already holds (where msgspec & co. live on the GPU host)."""
+    return os.pathsep.join([str(src), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+
 def ensure_hta_venv(venv: Path) -> Path:
     python = venv / "bin" / "python"
     if python.exists() and subprocess.run([str(python), "-c", "import hta, pandas"], capture_output=True).returncode == 0:
@@ -90,7 +95,7 @@ def run_child(argv: list[str], cwd: Path | None = None, src: Path = REPO / "src"
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd,
-                                env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(src)})
+                                env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": _pythonpath(src)})
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
         out.seek(0)
@@ -131,7 +136,7 @@ def json_size(target: Path) -> int:
 def in_child(code: str) -> None:
     """Run trace generation in a child, so that this process's RSS stays small."""
     subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); {code}"],
-                   check=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+                   check=True, env={**os.environ, "PYTHONPATH": _pythonpath(REPO / "src")})
 
 
 def hta_dir(target: Path, tmp: Path) -> Path:
@@ -193,7 +198,7 @@ def import_cost() -> list[str]:
                            "    except SystemExit: pass\n"
                            "print(sorted(m for m in ('rich', 'textual', 'torch', 'pandas', 'numpy', 'gpudoctor.live.session')"
                            " if m in sys.modules))"],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": _pythonpath(REPO / "src")})
     modules = []
     for line in proc.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
@@ -203,7 +208,7 @@ def import_cost() -> list[str]:
     top = sorted((m for m in modules if m[2] == 1), key=lambda m: -m[1])[:5]
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "gpudoctor", "analyze", "--help"], capture_output=True,
-                   env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+                   env={**os.environ, "PYTHONPATH": _pythonpath(REPO / "src")})
     rows = [f"CLI imports for `analyze`: {total_ms:.0f} ms of import time ({len(modules)} modules); "
             f"`gpudoctor analyze --help` whole process {1000 * (time.perf_counter() - started):.0f} ms; "
             f"heavy modules loaded: {proc.stdout.strip() or '?'}",

@@ -30,7 +30,7 @@ BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "agent" / "bootstrap"
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
 AGENT_WAIT_S = 60.0
 SPAWN_RANK_WAIT_S = 30.0   # how long a spawn parent's agent waits for its ranks' agents to answer
-SPAWN_GRACE_S = 3.0        # after torch is imported, how long to look for spawned children first
+SPAWN_GRACE_S = 10.0       # after torch is imported (and no step yet), how long to look for spawned children
 NO_TORCH_WAIT_S = 15.0     # an agent whose program has not imported torch after this is watched anyway
 
 
@@ -82,8 +82,9 @@ def start_command(cmd: list[str], stdout_to_stderr: bool = False) -> subprocess.
 def find_agent_pid(root_pid: int, timeout_s: float, child: subprocess.Popen[bytes]) -> int | None:
     """The PID to watch: the process in ``root_pid``'s tree whose agent answers (rank 0 first).
 
-    An agent without a rank is taken once its process has imported torch and, within
-    ``SPAWN_GRACE_S``, started no ``multiprocessing`` spawn children; a parent whose children are
+    An agent without a rank is taken once its process steps, or has imported torch and, within
+    ``SPAWN_GRACE_S``, started no ``multiprocessing`` spawn children (pytorch/examples' ImageNet spawns
+    its rank ~5 s after importing torch on a cold H200 machine: 3 s were too few); a parent whose children are
     ``torch.multiprocessing.spawn`` processes (``spawn_main``) is waited past for up to
     ``SPAWN_RANK_WAIT_S``: those children get their agent when they join a process group (the
     bootstrap's hook), and a rank is what trains. Ctrl-C meanwhile raises
@@ -119,17 +120,20 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
         except psutil.Error:
             return None
         found.clear()
-        torch_loaded = False
+        torch_loaded = stepped = False
         for proc in procs:
             client = find_agent(proc.pid, timeout_s=0.5)
             if client is not None:
                 rank = client.info.get("rank")
                 torch_loaded = torch_loaded or bool(client.info.get("torch"))
+                stepped = stepped or client.info.get("step_source") not in (None, "", "none")
                 client.close()
                 found.append((rank if isinstance(rank, int) else -1, proc.pid))
         ranked = [f for f in found if f[0] >= 0]
         if ranked:
             return min(ranked)[1]
+        if found and stepped:
+            return found[0][1]      # it trains: not a launcher
         if found and torch_loaded:
             # torch is in: an mp.spawn job spawns its ranks right after, and they join a process group
             torch_seen = torch_seen or time.monotonic()
