@@ -69,9 +69,10 @@ def test_duration_is_kept_on_a_loop_that_never_steps(idle_loop: subprocess.Popen
     took = time.monotonic() - started
     assert proc.returncode in (0, 1), proc.stderr
     report = json.loads(proc.stdout)
-    # the watch itself (session start to report) keeps --duration plus the profile grace of 3 s; the
-    # process as a whole also pays Python's start-up, which a loaded machine stretches
-    assert report["elapsed_s"] <= 15.0, report["elapsed_s"]
+    # the watch keeps --duration plus the profile grace of 3 s; elapsed_s also holds the agent's
+    # injection, which two xdist workers on 2 cores stretch to several seconds (16.1 s seen in CI). A
+    # watch that waited for the 5 profile steps instead would run to the profile timeout (30 s and more)
+    assert report["elapsed_s"] <= 20.0, report["elapsed_s"]
     assert took <= 45.0, took
     assert any("time window" in note for note in report["notes"]), report["notes"]
     assert idle_loop.poll() is None

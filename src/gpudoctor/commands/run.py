@@ -32,6 +32,7 @@ AGENT_WAIT_S = 60.0
 SPAWN_RANK_WAIT_S = 30.0   # how long a spawn parent's agent waits for its ranks' agents to answer
 SPAWN_GRACE_S = 10.0       # after torch is imported (and no step yet), how long to look for spawned children
 NO_TORCH_WAIT_S = 15.0     # an agent whose program has not imported torch after this is watched anyway
+RANK0_WAIT_S = 5.0         # a higher rank's agent answered first: how long rank 0's gets to answer too
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +115,7 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
 
     first_unranked: float | None = None
     torch_seen: float | None = None
+    ranked_seen: float | None = None
     while time.monotonic() < deadline and child.poll() is None:
         try:
             procs = [psutil.Process(root_pid), *psutil.Process(root_pid).children(recursive=True)]
@@ -130,8 +132,11 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
                 client.close()
                 found.append((rank if isinstance(rank, int) else -1, proc.pid))
         ranked = [f for f in found if f[0] >= 0]
+        if ranked and (min(ranked)[0] == 0 or _waited(ranked_seen := ranked_seen or time.monotonic(), RANK0_WAIT_S)):
+            return min(ranked)[1]   # rank 0, or the lowest rank once rank 0's agent had a few seconds more
         if ranked:
-            return min(ranked)[1]
+            time.sleep(0.1)
+            continue
         if found and stepped:
             return found[0][1]      # it trains: not a launcher
         if found and torch_loaded:
@@ -146,6 +151,10 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
                 return found[0][1]
         time.sleep(0.1)
     return None
+
+
+def _waited(since: float, seconds: float) -> bool:
+    return time.monotonic() - since > seconds
 
 
 def _has_spawned_children(procs: list[Any]) -> bool:
