@@ -113,9 +113,11 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
 
     from gpudoctor.agent.client import find_agent
 
-    first_unranked: float | None = None
-    torch_seen: float | None = None
-    ranked_seen: float | None = None
+    since: dict[str, float] = {}   # when each waiting state was first seen
+
+    def held(state: str, seconds: float) -> bool:
+        return time.monotonic() - since.setdefault(state, time.monotonic()) > seconds
+
     while time.monotonic() < deadline and child.poll() is None:
         try:
             procs = [psutil.Process(root_pid), *psutil.Process(root_pid).children(recursive=True)]
@@ -131,30 +133,21 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
                 stepped = stepped or client.info.get("step_source") not in (None, "", "none")
                 client.close()
                 found.append((rank if isinstance(rank, int) else -1, proc.pid))
-        ranked = [f for f in found if f[0] >= 0]
-        if ranked and (min(ranked)[0] == 0 or _waited(ranked_seen := ranked_seen or time.monotonic(), RANK0_WAIT_S)):
-            return min(ranked)[1]   # rank 0, or the lowest rank once rank 0's agent had a few seconds more
+        ranked = sorted(f for f in found if f[0] >= 0)
         if ranked:
-            time.sleep(0.1)
-            continue
-        if found and stepped:
+            # rank 0, or the lowest rank once rank 0's agent had a few seconds more to answer
+            if ranked[0][0] == 0 or held("ranked", RANK0_WAIT_S):
+                return ranked[0][1]
+        elif found and stepped:
             return found[0][1]      # it trains: not a launcher
-        if found and torch_loaded:
+        elif found and torch_loaded:
             # torch is in: an mp.spawn job spawns its ranks right after, and they join a process group
-            torch_seen = torch_seen or time.monotonic()
-            waited = time.monotonic() - torch_seen
-            if waited > SPAWN_RANK_WAIT_S or (waited > SPAWN_GRACE_S and not _has_spawned_children(procs)):
+            if held("torch", SPAWN_RANK_WAIT_S if _has_spawned_children(procs) else SPAWN_GRACE_S):
                 return found[0][1]
-        elif found:
-            first_unranked = first_unranked or time.monotonic()
-            if time.monotonic() - first_unranked > NO_TORCH_WAIT_S:   # a program that never imports torch
-                return found[0][1]
+        elif found and held("no torch", NO_TORCH_WAIT_S):   # a program that never imports torch
+            return found[0][1]
         time.sleep(0.1)
     return None
-
-
-def _waited(since: float, seconds: float) -> bool:
-    return time.monotonic() - since > seconds
 
 
 def _has_spawned_children(procs: list[Any]) -> bool:

@@ -68,28 +68,24 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
 _NO_ARGS = _Args()
 
 
-class _Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+class _Timed(msgspec.Struct, tag_field="ph", gc=False):
+    """The fields every event the tables keep carries; its ``ph`` tag picks the subclass."""
+
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = NAN
+    dur: float = NAN
+    args: _Args = _NO_ARGS
+
+
+class _Complete(_Timed, tag="X"):
     """A complete event (``"ph": "X"``): host ops, runtime calls, kernels, copies, annotations."""
 
-    cat: str = ""
-    name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float = NAN
-    dur: float = NAN
-    args: _Args = _NO_ARGS
 
-
-class _Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
+class _Instant(_Timed, tag="i"):
     """An instant event (``"ph": "i"``): the profiler's memory counters among them."""
-
-    cat: str = ""
-    name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float = NAN
-    dur: float = NAN
-    args: _Args = _NO_ARGS
 
 
 #: Every other phase of the Chrome trace format (flows, metadata, counters, async, objects …): an
