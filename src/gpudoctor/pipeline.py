@@ -12,19 +12,22 @@ What it must not do: print, pick an output format, exit, or import torch / rich 
 
 from __future__ import annotations
 
+import importlib
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpudoctor.catalog import Catalog
-from gpudoctor.catalog.engine import evaluate
 from gpudoctor.model import FactSet, Source
-from gpudoctor.report.model import MetricTable, Report
-from gpudoctor.trace.analysis import RankFacts, TraceSetFacts, analyze_rank, analyze_trace_files
-from gpudoctor.trace.bottleneck import rank_bottleneck
-from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
-from gpudoctor.trace.reader import RankTrace
+from gpudoctor.trace.analysis import RankFacts, TraceSetFacts, analyze_rank, start_trace_files
+
+if TYPE_CHECKING:  # imported where used: `analyze` forks its workers before the rules side is loaded
+    from gpudoctor.catalog import Catalog
+    from gpudoctor.report.model import MetricTable, Report
+    from gpudoctor.trace.reader import RankTrace
+
+#: What a caller loads while the workers read the traces: the catalog and the rules' options.
+Setup = Callable[[], tuple["Catalog | None", "Mapping[str, Mapping[str, Any]] | None"]]
 
 #: Columns of the per-rank table in the report (units in the names).
 RANK_COLUMNS = ["rank", "idle_pct", "compute_pct", "non_compute_pct", "kernel_time_us", "overlap_pct",
@@ -34,6 +37,10 @@ HOST_COLUMNS = ["rank", "dataloader_pct", "host_syncs_per_step", "pageable_h2d_p
 STEP_COLUMNS = ["rank", "step", "step_time_ms", "dataloader_ms", "gpu_busy_ms", "kernels"]
 STRAGGLER_COLUMNS = ["rank", "step_time_p50_ms", "outside_collective_ms", "straggler_score", "step_time_score",
                      "straggler_cause", "late_collective_pct"]
+
+
+#: What judging a trace set imports (engine, report, rank comparison): loaded while workers read.
+_JUDGING_MODULES = ("gpudoctor.catalog.engine", "gpudoctor.report.model", "gpudoctor.trace.facts")
 
 
 def _catalog(catalog: Catalog | None) -> Catalog:
@@ -46,14 +53,28 @@ def _catalog(catalog: Catalog | None) -> Catalog:
 
 def analyze_paths(paths: Iterable[str | Path], catalog: Catalog | None = None,
                   options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False,
-                  jobs: int | None = None) -> Report:
+                  jobs: int | None = None, setup: Setup | None = None) -> Report:
     """Read trace files (files, or directories of per-rank files) on ``jobs`` processes and judge them.
 
+    The workers start first; ``setup`` (when given: it returns the catalog and options, replacing
+    ``catalog`` and ``options``) and the loading of the default catalog run in this process while
+    they read, so that the rules side costs no wall time on a rank set.
+
     Raises:
-        UserError: a path is missing, or a named file is not a readable trace.
+        UserError: a path is missing, a named file is not a readable trace, or ``setup`` raised it.
     """
     started = time.perf_counter()
-    facts = analyze_trace_files(paths, jobs=jobs)
+    pending = start_trace_files(paths, jobs=jobs)
+    try:
+        if setup is not None:
+            catalog, options = setup()
+        catalog = _catalog(catalog)
+        for module in _JUDGING_MODULES:  # imported now, while the workers read, not after
+            importlib.import_module(module)
+        facts = pending.result()
+    except BaseException:
+        pending.cancel()
+        raise
     report = judge_traces(facts, catalog, options, per_step)
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
@@ -62,6 +83,8 @@ def analyze_paths(paths: Iterable[str | Path], catalog: Catalog | None = None,
 def analyze_traces(traces: Sequence[RankTrace], catalog: Catalog | None = None,
                    options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False) -> Report:
     """Judge already-loaded traces (one per rank)."""
+    from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
+
     ranks = [analyze_rank(t, keep_events=True) for t in traces]
     metrics = [r.metrics for r in ranks]
     facts = TraceSetFacts(ranks=ranks, notes=[n for t in traces for n in t.notes], corrupt=[],
@@ -73,6 +96,10 @@ def analyze_traces(traces: Sequence[RankTrace], catalog: Catalog | None = None,
 def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
                  options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False) -> Report:
     """Run the trace rules over a trace set's facts and assemble the report."""
+    from gpudoctor.catalog.engine import evaluate
+    from gpudoctor.report.model import Report
+    from gpudoctor.trace.bottleneck import rank_bottleneck
+
     started = time.perf_counter()
     factsets: list[FactSet] = [*facts.factsets, facts.run, *facts.straggler]
     result = evaluate(_catalog(catalog), factsets, [Source.TRACE], options or {})
@@ -93,6 +120,8 @@ def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
 
 def trace_tables(facts: TraceSetFacts, per_step: bool = False) -> list[MetricTable]:
     """The report's per-rank tables (and the per-step one on request)."""
+    from gpudoctor.report.model import MetricTable
+
     metrics = facts.metrics
     tables = [MetricTable(title="GPU time per rank (HTA temporal breakdown)", columns=RANK_COLUMNS, key="ranks",
                           rows=[{c: ({"rank": m.rank} | m.values).get(c) for c in RANK_COLUMNS} for m in metrics]),
@@ -131,6 +160,8 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
         UserError: a path is missing or cannot be read.
     """
     started = time.perf_counter()
+    from gpudoctor.catalog.engine import evaluate
+    from gpudoctor.report.model import Report
     from gpudoctor.static.sites import is_ignored
 
     factsets: list[FactSet] = []

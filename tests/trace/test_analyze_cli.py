@@ -78,3 +78,40 @@ def test_analyze_never_imports_torch(trace_file: Callable[[str], Path]) -> None:
             "print(rc, bad); sys.exit(0 if rc == 1 and not bad else 9)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode("utf-8", "replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_rank_workers_match_serial_and_end_with_a_config_error(tmp_path: Path,
+                                                               trace_file: Callable[[str], Path]) -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    from trace_synth import write_rank_set
+
+    ranks = tmp_path / "ranks"
+    write_rank_set(trace_file("h200/loader_bound.json.gz"), ranks, ranks=4, gzip_level=1)
+    serial, parallel = _run(ranks, "--format", "json", "--jobs", "1"), _run(ranks, "--format", "json", "--jobs", "2")
+    assert parallel.returncode == serial.returncode == 1, parallel.stderr
+    docs = [json.loads(p.stdout) for p in (serial, parallel)]
+    for doc in docs:
+        doc.pop("elapsed_s")
+        for finding in doc["findings"]:
+            finding.pop("timestamp", None)
+    assert docs[0] == docs[1] and len(docs[0]["ranks"]) == 4
+    # the workers start before the config is read: a bad config still ends in one sentence, and no
+    # worker outlives the command
+    bad = tmp_path / "gpudoctor.toml"
+    bad.write_text("[tool.gpudoctor\nselect = 3\n")
+    proc = _run(ranks, "--jobs", "2", "--config", bad)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("gpudoctor: "), proc.stderr
+    assert _processes_mentioning(str(ranks)) == []

@@ -6,21 +6,39 @@ finding is at or above ``--fail-on`` (default warning), 1 when one is, 2 for a b
 unreadable, truncated or foreign file.
 
 A directory of rank traces is analysed on ``--jobs`` worker processes (default: every core the
-process may use), with the same result as one process. This module only wires arguments to
-:func:`gpudoctor.pipeline.analyze_paths` and the shared renderers; it must never import torch.
+process may use), with the same result as one process. The workers start before the rules side
+(config, rule catalog, engine, report) is imported or loaded, which happens in this process while
+they read. This module only wires arguments to :func:`gpudoctor.pipeline.analyze_paths` and the
+shared renderers; it must never import torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
+from gpudoctor.commands.common import add_rule_arguments
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.pipeline import analyze_paths, analyze_traces
 
-__all__ = ["add_arguments", "analyze_paths", "analyze_traces", "run"]
+if TYPE_CHECKING:
+    from gpudoctor.catalog import Catalog
+    from gpudoctor.model import Severity
+
+__all__ = ["add_arguments", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    """``analyze_paths`` / ``analyze_traces``, re-exported for older callers, imported on first use."""
+    if name in ("analyze_paths", "analyze_traces"):
+        from gpudoctor import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,9 +57,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1.", ExitCode.USAGE)
-    config, catalog = prepare(args)
-    threshold = fail_on(args, config)
-    report = analyze_paths(args.paths, catalog, config.options, per_step=args.per_step, jobs=args.jobs)
+    # The cyclic collector is paused for the whole command: the reader and the metrics pause it
+    # anyway, and the imports, the catalog and the report make objects that are never garbage.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(args)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gpudoctor.pipeline import analyze_paths
+
+    thresholds: list[Severity] = []
+
+    def setup() -> tuple[Catalog, Mapping[str, Mapping[str, Any]]]:
+        """The config, the catalog and the renderer, loaded while the workers read the traces."""
+        from gpudoctor.commands.common import fail_on, prepare
+
+        config, catalog = prepare(args)
+        thresholds.append(fail_on(args, config))
+        if not args.tui:
+            importlib.import_module("gpudoctor.report.render")
+        return catalog, config.options
+
+    report = analyze_paths(args.paths, per_step=args.per_step, jobs=args.jobs, setup=setup)
+    from gpudoctor.commands.common import exit_status, open_output
+
+    threshold = thresholds[0]
     if args.tui:
         if not sys.stdout.isatty():
             print("gpudoctor: stdout is not a terminal; printing the report instead of opening the browser.",

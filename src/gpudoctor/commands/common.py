@@ -1,18 +1,24 @@
-"""Helpers shared by subcommands: catalog loading with config, output selection, exit status."""
+"""Helpers shared by subcommands: catalog loading with config, output selection, exit status.
+
+The config, the catalog and the report are imported where they are used, not here: building the
+``analyze`` parser imports this module, and ``analyze`` starts its worker processes before it loads
+the rules side (which it then does while they read).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from gpudoctor.catalog import Catalog, load_catalog
-from gpudoctor.catalog.rulefile import RuleFileError
-from gpudoctor.config import Config, load_config
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.model import Severity
-from gpudoctor.report.model import Report
+
+if TYPE_CHECKING:
+    from gpudoctor.catalog import Catalog
+    from gpudoctor.config import Config
+    from gpudoctor.report.model import Report
 
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +41,10 @@ def _split(values: list[str]) -> list[str]:
 
 def prepare(args: argparse.Namespace) -> tuple[Config, Catalog]:
     """Load the config and the catalog, applying --select/--ignore over the config's."""
+    from gpudoctor.catalog import load_catalog
+    from gpudoctor.catalog.rulefile import RuleFileError
+    from gpudoctor.config import load_config
+
     config = load_config(getattr(args, "config", None))
     try:
         catalog = load_catalog([*config.rule_dirs, *getattr(args, "rules_dir", [])])

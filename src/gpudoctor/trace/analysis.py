@@ -16,16 +16,16 @@ from __future__ import annotations
 import gc
 import os
 import re
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.forkpool import ForkPool, WorkerDied, can_fork
 from gpudoctor.model import FactSet, FactValue
 from gpudoctor.trace.comm import comm_share_metrics
 from gpudoctor.trace.events import EventTable
-from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
 from gpudoctor.trace.metrics import RankMetrics, compute_rank_metrics
 from gpudoctor.trace.reader import RankTrace, TraceFileError, find_trace_files, load_trace
 
@@ -109,24 +109,85 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _analyze_all(files: Sequence[Path], jobs: int) -> list[RankFacts | TraceFileError]:
-    if jobs <= 1 or len(files) <= 1:
-        return [analyze_rank_file(str(f), i) for i, f in enumerate(files)]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+class PendingTraceSet:
+    """Rank traces being read: on forked workers from the moment it is made, or in this process
+    when :meth:`result` is called (one worker, one file). The caller does its own work meanwhile
+    (``gpudoctor analyze`` imports and loads the rule catalog) and then collects the result."""
 
-    # fork is cheap (the trace modules are already imported) but unsafe with other threads running
-    # (a notebook kernel, the live session): spawn a fresh interpreter then.
-    from concurrent.futures.process import BrokenProcessPool
+    def __init__(self, files: list[Path], named: set[Path], jobs: int) -> None:
+        self._files = files
+        self._named = named
+        self._pool: Any = None
+        self._spawned: Any = None
+        workers = min(jobs, len(files))
+        self._workers = workers
+        if workers <= 1:
+            return
+        items = [(str(f), i) for i, f in enumerate(files)]
+        if can_fork():
+            self._pool = ForkPool(analyze_rank_file, items, workers)
+            return
+        # other threads run (a notebook kernel, the live session): fork could copy a held lock, so
+        # the workers are fresh interpreters (spawn), through multiprocessing.
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
-    method = "fork" if hasattr(os, "fork") and threading.active_count() == 1 else "spawn"
-    workers = min(jobs, len(files))
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
-            return list(pool.map(analyze_rank_file, [str(f) for f in files], range(len(files)), chunksize=1))
-    except BrokenProcessPool:
-        raise UserError(f"a worker process reading the rank traces died (killed, or out of memory with {workers} "
-                        "at once); run again with fewer --jobs.", ExitCode.USAGE) from None
+        self._spawned = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        self._futures = [self._spawned.submit(analyze_rank_file, *item) for item in items]
+
+    def result(self) -> TraceSetFacts:
+        """Every rank, analysed and compared (see :func:`analyze_trace_files`).
+
+        Raises:
+            UserError: a worker died, a named file is not a readable trace, or no file is one.
+        """
+        try:
+            results = self._collect()
+        finally:
+            self.cancel()
+        return _assemble(self._files, self._named, results)
+
+    def _collect(self) -> list[RankFacts | TraceFileError]:
+        if self._pool is not None:
+            try:
+                results: list[RankFacts | TraceFileError] = self._pool.results()
+                return results
+            except WorkerDied:
+                raise self._died() from None
+        if self._spawned is not None:
+            from concurrent.futures.process import BrokenProcessPool
+
+            try:
+                return [future.result() for future in self._futures]
+            except BrokenProcessPool:
+                raise self._died() from None
+        return [analyze_rank_file(str(f), i) for i, f in enumerate(self._files)]
+
+    def _died(self) -> UserError:
+        return UserError(f"a worker process reading the rank traces died (killed, or out of memory with "
+                         f"{self._workers} at once); run again with fewer --jobs.", ExitCode.USAGE)
+
+    def cancel(self) -> None:
+        """Stop the workers that still run (nothing when the result was collected)."""
+        if self._pool is not None:
+            self._pool.close()
+        if self._spawned is not None:
+            self._spawned.shutdown(wait=True, cancel_futures=True)
+
+
+def start_trace_files(paths: Iterable[str | Path], jobs: int | None = None) -> PendingTraceSet:
+    """Find the trace files under ``paths`` and start reading them on ``jobs`` processes (default: all
+    usable cores); :meth:`PendingTraceSet.result` collects them.
+
+    Raises:
+        UserError: ``jobs`` is below 1, or a path is missing or unreadable.
+    """
+    paths = list(paths)
+    if jobs is not None and jobs < 1:
+        raise UserError("--jobs must be at least 1.", ExitCode.USAGE)
+    files = find_trace_files(paths)
+    named = {Path(p) for p in paths if not Path(p).is_dir()}
+    return PendingTraceSet(files, named, jobs or default_jobs())
 
 
 def analyze_trace_files(paths: Iterable[str | Path], jobs: int | None = None) -> TraceSetFacts:
@@ -135,18 +196,20 @@ def analyze_trace_files(paths: Iterable[str | Path], jobs: int | None = None) ->
     A file named on the command line must be a trace. Inside a directory, JSON files that are not
     traces (a run's ``result.json``, a config) are skipped with a note; a trace file that is
     truncated, corrupt or unreadable is named as corrupt in a note, and the rank comparison says
-    which rank it leaves out.
+    which rank it leaves out. The result is the same, value for value, whatever ``jobs`` is.
 
     Raises:
         UserError: a path is missing or unreadable, a named file is not a readable trace, or no
             file is one.
     """
-    paths = list(paths)
-    if jobs is not None and jobs < 1:
-        raise UserError("--jobs must be at least 1.", ExitCode.USAGE)
-    files = find_trace_files(paths)
-    named = {Path(p) for p in paths if not Path(p).is_dir()}
-    results = _analyze_all(files, jobs or default_jobs())
+    return start_trace_files(paths, jobs).result()
+
+
+def _assemble(files: Sequence[Path], named: set[Path],
+              results: Sequence[RankFacts | TraceFileError]) -> TraceSetFacts:
+    """The ranks' results in file order, renumbered and deduplicated, with the notes and fact sets."""
+    from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
+
     ranks: list[RankFacts] = []
     skipped: list[str] = []
     corrupt: list[str] = []
@@ -206,4 +269,5 @@ def _missing_ranks_note(ranks: Sequence[RankFacts], corrupt: Sequence[str]) -> s
     return None
 
 
-__all__ = ["RankFacts", "TraceSetFacts", "analyze_rank", "analyze_rank_file", "analyze_trace_files", "default_jobs"]
+__all__ = ["PendingTraceSet", "RankFacts", "TraceSetFacts", "analyze_rank", "analyze_rank_file", "analyze_trace_files",
+           "default_jobs", "start_trace_files"]

@@ -1,0 +1,101 @@
+"""The fork pool behind ``analyze --jobs``: every item once, in order; errors and dead workers said so."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from gpudoctor.forkpool import ForkPool, WorkerDied, can_fork
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork pool needs os.fork")
+
+
+def _square_with_pid(x: int) -> tuple[int, int]:
+    return x * x, os.getpid()
+
+
+def test_every_item_once_in_order_across_workers() -> None:
+    items = [(i,) for i in range(50)]
+    with ForkPool(_square_with_pid, items, workers=3) as pool:
+        results = pool.results()
+    assert [r[0] for r in results] == [i * i for i in range(50)]
+    assert os.getpid() not in {pid for _, pid in results}
+
+
+def test_more_task_records_than_a_pipe_holds() -> None:
+    # 20 000 indices are 80 kB: more than the 64 kB a pipe holds, so part is fed while collecting
+    items = [(i,) for i in range(20_000)]
+    results = ForkPool(_square_with_pid, items, workers=2).results()
+    assert [r[0] for r in results] == [i * i for i in range(20_000)]
+
+
+def _big(x: int) -> bytes:
+    return bytes([x % 256]) * 300_000  # larger than a pipe's buffer: written in pieces
+
+
+def test_results_larger_than_a_pipe_buffer() -> None:
+    results = ForkPool(_big, [(i,) for i in range(6)], workers=2).results()
+    assert [len(r) for r in results] == [300_000] * 6 and results[5][0] == 5
+
+
+def _fail_on_three(x: int) -> int:
+    if x == 3:
+        raise ValueError(f"bad item {x}")
+    return x
+
+
+def test_an_exception_in_a_worker_is_raised_in_the_parent() -> None:
+    with pytest.raises(ValueError, match="bad item 3"):
+        ForkPool(_fail_on_three, [(i,) for i in range(8)], workers=2).results()
+
+
+def _die_on_two(x: int) -> int:
+    if x == 2:
+        os._exit(9)
+    return x
+
+
+def test_a_worker_that_dies_is_worker_died() -> None:
+    with pytest.raises(WorkerDied):
+        ForkPool(_die_on_two, [(i,) for i in range(6)], workers=2).results()
+
+
+def _sleep(x: int) -> int:
+    time.sleep(30)
+    return x
+
+
+def test_close_ends_running_workers_at_once() -> None:
+    pool = ForkPool(_sleep, [(i,) for i in range(4)], workers=2)
+    pids = list(pool._workers.values())
+    started = time.monotonic()
+    pool.close()
+    assert time.monotonic() - started < 10
+    for pid in pids:  # reaped: no such child any more
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_killed_worker_while_collecting_is_worker_died() -> None:
+    pool = ForkPool(_sleep, [(i,) for i in range(2)], workers=2)
+    os.kill(next(iter(pool._workers.values())), signal.SIGKILL)
+    started = time.monotonic()
+    with pytest.raises(WorkerDied, match="signal 9"):
+        pool.results()
+    assert time.monotonic() - started < 10  # the other worker was ended, not waited for
+
+
+def test_can_fork_only_without_other_threads() -> None:
+    import threading
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not can_fork()
+    finally:
+        stop.set()
+        thread.join()
