@@ -8,9 +8,12 @@ tools, and the ratios are what to read):
    ``gpudoctor analyze <trace> --format json`` vs a script running HTA's ``TraceAnalysis`` plus its
    temporal, idle-time and kernel breakdowns — each a fresh process, timed from spawn to exit: wall
    time, CPU time and peak RSS of the child (``os.wait4``), and idle % of both as a sanity check;
-2. what importing the CLI costs (``python -X importtime``), and that rich / textual / torch stay out;
+2. what an ``analyze`` run imports (``python -X importtime``), how much of it before rank workers
+   start, and that rich / textual / torch stay out;
 3. a directory of 16 rank traces (a real trace's steps, shifted per rank): ``--jobs 1`` vs
-   ``--jobs <cores>``, results compared for identity;
+   ``--jobs <cores>``, results compared for identity, and one rank alone (the floor of any parallel
+   run); then the same with each rank replicated to ``--rank-mb`` MB (default 60: a real job's rank
+   traces are tens to hundreds of MB), with the CPU's cores and threads per core printed beside it;
 4. the ≥ 1 GB synthetic trace (bench/trace_synth.py, in /tmp, never committed): MB of JSON per
    CPU-second of all processes and threads, and peak RSS ÷ JSON size;
 5. with ``--against REV``: that git revision's gpudoctor against the working tree, run for run, on
@@ -187,50 +190,85 @@ def compare_with_hta(hta_python: Path, repeat: int, only: str = "") -> list[str]
     return rows
 
 
-def import_cost() -> list[str]:
-    """``python -X importtime -m gpudoctor analyze --help``: the CLI's import bill, and what stays out."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                           "import sys; sys.argv = ['gpudoctor', 'analyze', '--help']\n"
-                           "from gpudoctor.cli import main\n"
-                           "import contextlib, io\n"
-                           "with contextlib.redirect_stdout(io.StringIO()):\n"
-                           "    try: main(['analyze', '--help'])\n"
-                           "    except SystemExit: pass\n"
-                           "print(sorted(m for m in ('rich', 'textual', 'torch', 'pandas', 'numpy', 'gpudoctor.live.session')"
-                           " if m in sys.modules))"],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": _pythonpath(REPO / "src")})
+def _import_profile(code: str) -> tuple[list[tuple[int, int, int, str]], str]:
+    """``python -X importtime -c code``: (self µs, cumulative µs, depth, module) per import, and stdout."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": _pythonpath(REPO / "src")})
     modules = []
     for line in proc.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
         if m:
             modules.append((int(m.group(1)), int(m.group(2)), len(m.group(3)), m.group(4)))
-    total_ms = sum(self_us for self_us, _, _, _ in modules) / 1000.0
-    top = sorted((m for m in modules if m[2] == 1), key=lambda m: -m[1])[:5]
+    return modules, proc.stdout
+
+
+def import_cost(trace: Path) -> list[str]:
+    """What an ``analyze`` run imports (``python -X importtime``), how much of it comes before the rank
+    workers are forked (the rest loads in the parent while they read), and that rich / textual /
+    torch / pandas stay out."""
+    heavy = ("rich", "textual", "torch", "pandas", "numpy", "gpudoctor.live.session")
+    run, stdout = _import_profile(
+        "import sys, contextlib, io\n"
+        "from gpudoctor.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['analyze', {str(trace)!r}, '--format', 'json', '--jobs', '1'])\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    before_fork, _ = _import_profile("from gpudoctor.cli import build_parser\nbuild_parser('analyze')\n"
+                                     "import gpudoctor.pipeline")
+    total_ms = sum(self_us for self_us, _, _, _ in run) / 1000.0
+    fork_ms = sum(self_us for self_us, _, _, _ in before_fork) / 1000.0
+    top = sorted((m for m in run if m[2] == 1), key=lambda m: -m[1])[:6]
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "gpudoctor", "analyze", "--help"], capture_output=True,
                    env={**os.environ, "PYTHONPATH": _pythonpath(REPO / "src")})
-    rows = [f"CLI imports for `analyze`: {total_ms:.0f} ms of import time ({len(modules)} modules); "
-            f"`gpudoctor analyze --help` whole process {1000 * (time.perf_counter() - started):.0f} ms; "
-            f"heavy modules loaded: {proc.stdout.strip() or '?'}",
-            "largest top-level imports: " + ", ".join(f"{name} {cum / 1000:.0f} ms" for _, cum, _, name in top)]
+    rows = [f"imports of an `analyze` run: {total_ms:.0f} ms ({len(run)} modules), of which {fork_ms:.0f} ms "
+            f"({len(before_fork)} modules) before rank workers start; `gpudoctor analyze --help` whole process "
+            f"{1000 * (time.perf_counter() - started):.0f} ms; heavy modules loaded: {stdout.strip() or '?'}",
+            "largest imports: " + ", ".join(f"{name} {cum / 1000:.0f} ms" for _, cum, _, name in top)]
     print("\n".join(rows), flush=True)
     return rows
 
 
-def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat: int = 1) -> list[str]:
+def cpu_summary() -> str:
+    """The cores this process may use, and what they are (hyperthreads share a core's execution units)."""
+    facts = {}
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        facts = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines())}
+    except (OSError, subprocess.SubprocessError):
+        pass
+    parts = [f"usable cores {_cores()} of {os.cpu_count()}"]
+    for key in ("Model name", "Thread(s) per core", "Core(s) per socket", "Socket(s)", "CPU max MHz"):
+        if facts.get(key):
+            parts.append(f"{key.lower()} {facts[key]}")
+    return "; ".join(parts)
+
+
+def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat: int = 1,
+                   rank_mb: float | None = None) -> list[str]:
+    """``--jobs 1`` against ``--jobs N`` on a generated rank set (each rank the source's steps, shifted;
+    with ``rank_mb``, replicated to about that many MB of JSON per rank, uncompressed as
+    ``tensorboard_trace_handler`` writes them), interleaved; plus one rank alone, the floor of any
+    parallel run (start-up + one rank + judging)."""
     with tempfile.TemporaryDirectory(prefix="gd_ranks_") as tmp:
         folder = Path(tmp) / "ranks"
+        gzip_level = None if rank_mb else 1
         in_child(f"from pathlib import Path; from trace_synth import write_rank_set; "
-                 f"write_rank_set(Path({str(source)!r}), Path({str(folder)!r}), {ranks}, gzip_level=1)")
-        size = sum(json_size(p) for p in folder.iterdir())
-        print(f"\n{ranks} rank traces of {source.name}, {size / 1e6:.0f} MB of JSON; load average {load()}",
-              flush=True)
+                 f"write_rank_set(Path({str(source)!r}), Path({str(folder)!r}), {ranks}, gzip_level={gzip_level}, "
+                 f"rank_mb={rank_mb}, processes={_cores()})")
+        files = sorted(folder.iterdir())
+        sizes = [json_size(p) for p in files]
+        kind = f"{min(sizes) / 1e6:.0f}–{max(sizes) / 1e6:.0f} MB each" if min(sizes) != max(sizes) \
+            else f"{sizes[0] / 1e6:.1f} MB each"
+        print(f"\n{ranks} rank traces of {source.name} ({kind}{'' if rank_mb else ', gzip'}), "
+              f"{sum(sizes) / 1e6:.0f} MB of JSON; load average {load()}; {cpu_summary()}", flush=True)
         argv = [sys.executable, "-m", "gpudoctor", "analyze", str(folder), "--format", "json"]
-        serial_runs, parallel_runs = [], []
+        serial_runs, parallel_runs, alone_runs = [], [], []
         for _ in range(repeat):  # interleaved, so that both see the same load
             serial_runs.append(run_child([*argv, "--jobs", "1"]))
             parallel_runs.append(run_child([*argv, "--jobs", str(jobs)]))
-        serial, parallel = best(serial_runs), best(parallel_runs)
+            alone_runs.append(run_child([*argv[:4], str(files[0]), "--format", "json", "--jobs", "1"]))
+        serial, parallel, alone = best(serial_runs), best(parallel_runs), best(alone_runs)
         same = _without_time(serial["stdout"]) == _without_time(parallel["stdout"])
     speedup = serial["wall_s"] / parallel["wall_s"]
     rows = ["| ranks | --jobs | wall | CPU (all processes) | peak RSS (largest process) | speedup | goal 0.8 × cores |",
@@ -238,7 +276,9 @@ def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat:
             f"| {ranks} | 1 | {serial['wall_s']:.2f} s | {serial['cpu_s']:.2f} s | {serial['rss'] / 1e6:.0f} MB | | |",
             f"| {ranks} | {jobs} | {parallel['wall_s']:.2f} s | {parallel['cpu_s']:.2f} s | {parallel['rss'] / 1e6:.0f} MB "
             f"| {speedup:.2f}× | {0.8 * jobs:.1f}× |",
-            f"reports identical: {same}; load average after: {load()}"]
+            f"| 1 (rank 0 alone) | 1 | {alone['wall_s']:.2f} s | {alone['cpu_s']:.2f} s | {alone['rss'] / 1e6:.0f} MB "
+            f"| bound {serial['wall_s'] / alone['wall_s']:.1f}× | |",
+            f"reports identical: {same}; best of {repeat}; load average after: {load()}"]
     print("\n".join(rows), flush=True)
     return rows
 
@@ -276,21 +316,26 @@ def big_trace(size_mb: float, hta_python: Path | None) -> list[str]:
     return rows
 
 
-def against_revision(rev: str, repeat: int, jobs: int) -> list[str]:
+def against_revision(rev: str, repeat: int, jobs: int, source: Path = DEFAULT_SOURCE,
+                     tree: Path | None = None) -> list[str]:
     """gpudoctor of git revision ``rev`` (its ``src`` and ``rules``, byte-compiled) against the working tree,
-    interleaved run by run, on df_index_resolver, the 16-rank set (``--jobs`` = the usable cores) and the
-    big synthetic trace when present: the same load for both, so the ratio is what changed."""
-    targets = [("df_index_resolver", TRACES / CASES[0][1], "1")]
+    interleaved run by run, on df_index_resolver (where ../shared is), the 16-rank set of ``source``
+    (``--jobs`` = the usable cores) and the big synthetic trace when present: the same load for both,
+    so the ratio is what changed. ``tree``: that revision already extracted (a host without git:
+    ``git archive --prefix=old/ REV src rules``), instead of ``git archive`` here."""
+    targets = [("df_index_resolver", TRACES / CASES[0][1], "1")] if (TRACES / CASES[0][1]).exists() else []
     with tempfile.TemporaryDirectory(prefix="gd_rev_") as tmp_name:
         tmp = Path(tmp_name)
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src", "rules"], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tmp / "src" / "gpudoctor")], check=True,
+        old = tree if tree is not None else tmp
+        if tree is None:
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src", "rules"], check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(old / "src" / "gpudoctor")], check=True,
                        stdout=subprocess.DEVNULL)
         ranks = tmp / "ranks"
         in_child(f"from pathlib import Path; from trace_synth import write_rank_set; "
-                 f"write_rank_set(Path({str(DEFAULT_SOURCE)!r}), Path({str(ranks)!r}), 16, gzip_level=1)")
+                 f"write_rank_set(Path({str(source)!r}), Path({str(ranks)!r}), 16, gzip_level=1)")
         targets.append(("16 ranks", ranks, str(jobs)))
         big = Path("/tmp/gpudoctor_synth.json")
         if big.exists():
@@ -303,7 +348,7 @@ def against_revision(rev: str, repeat: int, jobs: int) -> list[str]:
             argv = ["-m", "gpudoctor", "analyze", str(target), "--format", "json", "--jobs", jobs_arg]
             then_runs, now_runs = [], []
             for _ in range(1 if target == big else repeat):
-                then_runs.append(run_child([sys.executable, *argv], src=tmp / "src"))
+                then_runs.append(run_child([sys.executable, *argv], src=old / "src"))
                 now_runs.append(run_child([sys.executable, *argv]))
             then, now = best(then_runs), best(now_runs)
             rows.append(f"| {label} | {jobs_arg} | {then['wall_s']:.2f} / {now['wall_s']:.2f} s "
@@ -315,7 +360,7 @@ def against_revision(rev: str, repeat: int, jobs: int) -> list[str]:
     return rows
 
 
-def prepare() -> list[str]:
+def prepare(fallback_warm: Path | None = None) -> list[str]:
     """What a user's installed gpudoctor has: byte-compiled modules and, after its first run, the rule cache.
 
     A wheel install byte-compiles its modules (pip does, as it did HTA's); this checkout runs from
@@ -326,6 +371,8 @@ def prepare() -> list[str]:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "src" / "gpudoctor")], check=True,
                    stdout=subprocess.DEVNULL)
     warm = TRACES / "public" / "hta" / "cpu_only"
+    if not warm.exists() and fallback_warm is not None:  # a host without ../shared: the rank source
+        warm = fallback_warm
     if warm.exists():
         run_child([sys.executable, "-m", "gpudoctor", "analyze", str(warm), "--format", "json", "--jobs", "1"])
     rows = [f"prepared: src/gpudoctor byte-compiled (compileall), rule cache warm; "
@@ -351,24 +398,30 @@ def main() -> None:
     parser.add_argument("--skip-ranks", action="store_true")
     parser.add_argument("--big-hta", action="store_true", help="also run HTA on the big synthetic trace (slow)")
     parser.add_argument("--ranks", type=int, default=16)
+    parser.add_argument("--rank-mb", type=float, default=60.0,
+                        help="also a rank set of this many MB of JSON per rank (the source's steps replicated); 0: not")
     parser.add_argument("--only", default="", help="only the HTA-table traces whose label contains this")
     parser.add_argument("--rank-source", type=Path, default=DEFAULT_SOURCE,
                         help="the real trace the rank set is made of (default: the H200 fp32 resnet18 trace)")
     parser.add_argument("--jobs", type=int, default=0, help="workers for the rank set (default: the usable cores)")
     parser.add_argument("--against", default="", metavar="REV",
                         help="also run git revision REV's gpudoctor interleaved with the working tree")
+    parser.add_argument("--against-tree", type=Path, default=None, metavar="DIR",
+                        help="with --against: REV's src/ and rules/ already extracted in DIR (no git needed)")
     args = parser.parse_args()
     hta_python = ensure_hta_venv(args.hta_venv) if not args.skip_hta or args.big_hta else None
-    prepare()
+    prepare(args.rank_source)
     if hta_python is not None and not args.skip_hta:
         compare_with_hta(hta_python, args.repeat, args.only)
-    import_cost()
+    import_cost(args.rank_source if args.rank_source.exists() else TRACES / CASES[0][1])
     if not args.skip_ranks:
         parallel_ranks(args.ranks, args.jobs or _cores(), args.rank_source, args.repeat)
+        if args.rank_mb:
+            parallel_ranks(args.ranks, args.jobs or _cores(), args.rank_source, args.repeat, args.rank_mb)
     if not args.skip_big:
         big_trace(args.big_mb, hta_python if args.big_hta else None)
     if args.against:
-        against_revision(args.against, args.repeat, args.jobs or _cores())
+        against_revision(args.against, args.repeat, args.jobs or _cores(), args.rank_source, args.against_tree)
 
 
 if __name__ == "__main__":

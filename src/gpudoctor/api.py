@@ -171,8 +171,11 @@ def analyze(path_or_paths: PathLike | Iterable[PathLike], config: ConfigLike = N
     """
     from gpudoctor.pipeline import analyze_paths
 
-    cfg, catalog = _resolve(config)
-    return TraceReport(analyze_paths(_paths(path_or_paths), catalog, cfg.options, per_step=per_step, jobs=jobs))
+    def setup() -> tuple[Any, Mapping[str, Mapping[str, Any]]]:  # while the rank workers read
+        cfg, catalog = _resolve(config)
+        return catalog, cfg.options
+
+    return TraceReport(analyze_paths(_paths(path_or_paths), per_step=per_step, jobs=jobs, setup=setup))
 
 
 def check(paths: PathLike | Iterable[PathLike] = ".", env: bool = False, config: ConfigLike = None,

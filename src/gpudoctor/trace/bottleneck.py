@@ -139,6 +139,7 @@ def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = 
     if gpu_busy > 0:
         out["matmul_fp32_simt_pct_of_gpu"] = round(100.0 * classes["matmul_fp32_simt"] / 1000.0 / n / gpu_busy, 2)
         out["fp32_simt_pct_of_gpu"] = round(100.0 * classes["gemm_fp32_simt"] / 1000.0 / n / gpu_busy, 2)
+        out["gemm_lowp_unaligned_pct_of_gpu"] = round(100.0 * classes["gemm_lowp_unaligned"] / 1000.0 / n / gpu_busy, 2)
     out["sync_gpu_idle_pct"] = round(100.0 * parts["idle:host sync"] / step_us, 2)
     for name in PARTS:
         out["part_" + _slug(name) + "_ms"] = round(parts[name] / 1000.0 / n, 3)
@@ -170,7 +171,8 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     """µs per part over all steps; µs the host is blocked on the GPU; µs in the allocator; GEMM µs by class."""
     parts = dict.fromkeys(PARTS, 0.0)
     gemm_us = dict.fromkeys(("gemm", "gemm_fp32_simt", "gemm_tf32", "gemm_lowp", "matmul_fp32_simt", "conv_fp32_simt",
-                             "attention_fp32_simt", "gemm_unknown_matmul", "gemm_unknown_conv"), 0.0)
+                             "attention_fp32_simt", "gemm_unknown_matmul", "gemm_unknown_conv",
+                             "gemm_lowp_unaligned"), 0.0)
     lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
     ts, end = t.ts, end_times(t)
     # The device events with a positive length that overlap the steps, selected by C-level passes.
@@ -188,7 +190,7 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     order = ("gpu:communication", "gpu:gemm/conv", "gpu:fusible", "gpu:memcpy", "gpu:other")
     merged = {cls: merge(compress(spans, [c == cls for c in classes])) for cls in order}
     launched_in_step = ctx.device_steps(t)
-    gemm_kind: dict[int, tuple[str | None, bool, bool]] = {}
+    gemm_kind: dict[int, tuple[str | None, bool, bool, bool]] = {}
     names, name, dur = t.names, t.name, t.dur
     for i in compress(sel, [c == "gpu:gemm/conv" for c in classes]):
         if i in launched_in_step:
@@ -287,15 +289,16 @@ def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tup
     return inside, in_loader
 
 
-def _gemm_kind(name: str) -> tuple[str | None, bool, bool]:
-    """A GEMM/conv kernel's precision class, whether it is a convolution, whether fp32 fused attention."""
+def _gemm_kind(name: str) -> tuple[str | None, bool, bool, bool]:
+    """A GEMM/conv kernel's precision class, whether it is a convolution, whether fp32 fused attention,
+    whether a 16-bit GEMM on unaligned operands."""
     low = name.lower()
     is_conv = any(h in low for h in ("conv", "winograd", "fft", "dgrad", "wgrad", "fprop", "implicit"))
-    return kn.gemm_precision(name), is_conv, kn.is_fp32_attention(name)
+    return kn.gemm_precision(name), is_conv, kn.is_fp32_attention(name), kn.is_unaligned_lowp_gemm(name)
 
 
-def _add_gemm(acc: dict[str, float], kind: tuple[str | None, bool, bool], dur: float) -> None:
-    precision, is_conv, is_attention = kind
+def _add_gemm(acc: dict[str, float], kind: tuple[str | None, bool, bool, bool], dur: float) -> None:
+    precision, is_conv, is_attention, unaligned = kind
     acc["gemm"] += dur
     if precision == kn.FP32_SIMT:
         acc["gemm_fp32_simt"] += dur
@@ -306,6 +309,8 @@ def _add_gemm(acc: dict[str, float], kind: tuple[str | None, bool, bool], dur: f
         acc["gemm_tf32"] += dur
     elif precision == kn.LOW_PRECISION:
         acc["gemm_lowp"] += dur
+        if unaligned:
+            acc["gemm_lowp_unaligned"] += dur
     else:
         acc["gemm_unknown_conv" if is_conv else "gemm_unknown_matmul"] += dur
 
@@ -325,7 +330,7 @@ def _gemm_classes(gemm_us: dict[str, float], part_gemm_us: float) -> dict[str, f
     conv = gemm_us["conv_fp32_simt"] + (gemm_us["gemm_unknown_conv"] if no_lowp else 0.0)
     return {"gemm": part_gemm_us, "gemm_fp32_simt": (matmul + conv) * scale, "matmul_fp32_simt": matmul * scale,
             "conv_fp32_simt": conv * scale, "attention_fp32_simt": gemm_us["attention_fp32_simt"] * scale, "gemm_tf32": gemm_us["gemm_tf32"] * scale,
-            "gemm_lowp": gemm_us["gemm_lowp"] * scale}
+            "gemm_lowp": gemm_us["gemm_lowp"] * scale, "gemm_lowp_unaligned": gemm_us["gemm_lowp_unaligned"] * scale}
 
 
 def _host_blocked(t: EventTable, ctx: Context) -> tuple[float, float]:
