@@ -12,10 +12,14 @@ EXPECTED = {
     "GD303": [("trace", "rank", "host"), ("trace", "rank", "host")],
     "GD402": [("trace", "rank", "host"), ("trace", "rank", "none"), ("live", "job", "none"), ("live", "job", "none")],
     "GD210": [("trace", "rank", "gpu")],
+    "GD211": [("trace", "rank", "gpu")],
     "GD806": [("env", "machine", "none")],
 }
 #: options that must feed the estimate (tuning them must change it)
-SAVING_OPTIONS = {"GD403": ["fusion_saving_low", "fusion_saving_high", "layout_saving_low", "layout_saving_high"],
+SAVING_OPTIONS = {"GD403": ["norm_saving_low", "norm_saving_high", "pointwise_saving_low", "pointwise_saving_high",
+                            "weight_cast_saving_low", "weight_cast_saving_high", "layout_saving_low",
+                            "layout_saving_high", "padding_saving_low", "padding_saving_high", "fused_launch_share"],
+                  "GD211": ["padding_saving_low", "padding_saving_high"],
                   "GD303": ["graph_saving_low", "graph_saving_high"],
                   "GD402": ["recompile_saving_low", "recompile_saving_high"],
                   "GD210": ["cast_saving_low", "cast_saving_high"]}

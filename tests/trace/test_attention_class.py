@@ -16,10 +16,10 @@ FLASH_BF16 = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 1
 
 
 def test_fp32_fused_attention_is_fp32_matmul_and_attention() -> None:
-    assert _gemm_kind(FMHA_F32) == (kn.FP32_SIMT, False, True)
+    assert _gemm_kind(FMHA_F32)[:3] == (kn.FP32_SIMT, False, True)
     assert _gemm_kind(FLASH_BF16)[2] is False
     acc = dict.fromkeys(("gemm", "gemm_fp32_simt", "gemm_tf32", "gemm_lowp", "matmul_fp32_simt", "conv_fp32_simt",
-                         "attention_fp32_simt", "gemm_unknown_matmul", "gemm_unknown_conv"), 0.0)
+                         "attention_fp32_simt", "gemm_unknown_matmul", "gemm_unknown_conv", "gemm_lowp_unaligned"), 0.0)
     _add_gemm(acc, _gemm_kind(FMHA_F32), 100.0)
     _add_gemm(acc, _gemm_kind("ampere_sgemm_128x64_tn"), 50.0)
     assert acc["matmul_fp32_simt"] == 150.0 and acc["attention_fp32_simt"] == 100.0

@@ -11,6 +11,10 @@ This module bounds the saving by what else limits the step:
 - ``side = "host"`` (the fix shortens work the GPU waits for: input, launches, syncs): the step
   cannot get shorter than ``gpu_busy_ms_per_step``.
 
+A fix that also shortens the other side (``torch.compile`` launches fewer kernels, so the host's
+floor falls too) declares ``floor_ms``: an expression for the floor after the fix, used in place of
+the fact above.
+
 A faster kernel class therefore helps only as much as the GPU bounds the step, and removing host
 overhead only as much as the GPU waits for the host. Severity then follows the estimate (options
 ``impact_critical_speedup``, ``impact_warning_speedup``, ``impact_min_cost_pct`` in the rule's
@@ -55,11 +59,12 @@ class ImpactModel:
     saved_ms_high: Condition | None = None
     basis: Template | None = None
     why_none: str = ""
+    floor_ms: Condition | None = None    # the floor after the fix, when the fix moves it too
 
     @property
     def names(self) -> list[str]:
         out: list[str] = []
-        for expr in (self.cost_ms, self.saved_ms_low, self.saved_ms_high):
+        for expr in (self.cost_ms, self.saved_ms_low, self.saved_ms_high, self.floor_ms):
             if expr is not None:
                 out.extend(expr.names)
         if self.basis is not None:
@@ -69,7 +74,7 @@ class ImpactModel:
 
 def parse_impact(raw: Mapping[str, Any]) -> ImpactModel:
     """Parse an ``[impact]`` table. Raises ``ValueError`` (the loader names the file)."""
-    unknown = set(raw) - {"side", "cost_ms", "saved_ms_low", "saved_ms_high", "basis", "why_none"}
+    unknown = set(raw) - {"side", "cost_ms", "saved_ms_low", "saved_ms_high", "basis", "why_none", "floor_ms"}
     if unknown:
         raise ValueError(f"[impact] has unknown keys: {', '.join(sorted(unknown))}")
     side = str(raw.get("side", ""))
@@ -82,8 +87,9 @@ def parse_impact(raw: Mapping[str, Any]) -> ImpactModel:
     missing = [k for k in ("cost_ms", "saved_ms_low", "saved_ms_high", "basis") if not raw.get(k)]
     if missing:
         raise ValueError(f"[impact] needs {', '.join(missing)}")
+    floor = Condition(str(raw["floor_ms"])) if raw.get("floor_ms") else None
     return ImpactModel(side, Condition(str(raw["cost_ms"])), Condition(str(raw["saved_ms_low"])),
-                       Condition(str(raw["saved_ms_high"])), Template(str(raw["basis"])))
+                       Condition(str(raw["saved_ms_high"])), Template(str(raw["basis"])), floor_ms=floor)
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,7 @@ def estimate(model: ImpactModel | None, env: Mapping[str, Any]) -> Verdict:
         cost = _number(model.cost_ms.evaluate(env))
         low = _number(model.saved_ms_low.evaluate(env))
         high = _number(model.saved_ms_high.evaluate(env))
+        moved_floor = _number(model.floor_ms.evaluate(env)) if model.floor_ms is not None else None
     except ExpressionError as exc:
         return Verdict(None, f"no estimate: {exc}")
     if low is None or high is None:
@@ -115,8 +122,8 @@ def estimate(model: ImpactModel | None, env: Mapping[str, Any]) -> Verdict:
         return Verdict(None, f"no estimate: needs {', '.join(absent) or 'the estimate facts'}")
     low, high = sorted((max(0.0, low), max(0.0, high)))
     floor_name = HOST_FLOOR if model.side == "gpu" else GPU_BUSY
-    floor = _number(env.get(floor_name))
-    bound = "" if floor is None else _bound_text(model.side, floor)
+    floor = moved_floor if moved_floor is not None else _number(env.get(floor_name))
+    bound = "" if floor is None else _bound_text(model.side, floor, moved=moved_floor is not None)
     floor = min(max(floor, 0.0), step) if floor is not None else 0.0
     speed_low = step / max(step - low, floor, 1e-9)
     speed_high = step / max(step - high, floor, 1e-9)
@@ -135,8 +142,10 @@ def estimate(model: ImpactModel | None, env: Mapping[str, Any]) -> Verdict:
     ))
 
 
-def _bound_text(side: str, floor: float) -> str:
+def _bound_text(side: str, floor: float, moved: bool = False) -> str:
     if side == "gpu":
+        if moved:
+            return f"; bounded by the host's floor after the fix, {floor:.1f} ms/step"
         return f"; bounded by the host's floor of {floor:.1f} ms/step"
     return f"; bounded by the GPU's busy time of {floor:.1f} ms/step"
 

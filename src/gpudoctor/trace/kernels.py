@@ -84,6 +84,19 @@ def gemm_precision(name: str) -> str | None:
     return UNKNOWN
 
 
+#: cuBLAS/CUTLASS spell the operand alignment they were built for in the kernel name, in elements:
+#: ``…_tn_align1``, ``…_aligna2_alignc2``. 16-bit tensor-core kernels need 8 (16 bytes).
+_UNALIGNED_RE = re.compile(r"align[abc]?[124](?!\d)")
+
+
+@lru_cache(maxsize=65536)
+def is_unaligned_lowp_gemm(name: str) -> bool:
+    """A bf16/fp16 tensor-core GEMM built for operands aligned to fewer than 8 elements: one of the
+    matrix dimensions is not a multiple of 8 (GPT-2's vocabulary of 50257), so cuBLAS falls back from
+    its fast kernels (``nvjet_…``) to old ones (``cutlass_75_tensorop_bf16_s1688gemm_bf16_…_align1``)."""
+    return gemm_precision(name) == LOW_PRECISION and _UNALIGNED_RE.search(name.lower()) is not None
+
+
 _ATTENTION_HINTS = ("fmha", "flash_fwd", "flash_bwd", "attention")
 _HALF_DTYPE_HINTS = ("bf16", "fp16", "f16", "bfloat16", "half", "e4m3", "e5m2", "fp8")
 
