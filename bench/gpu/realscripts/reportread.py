@@ -26,6 +26,7 @@ CODE_FIX_KIND: dict[str, str] = {
     "GD104": "workers",         # dataloader-workers-saturated
     "GD105": "pin_memory",      # unpinned-input-batches
     "GD303": "cuda_graphs",     # launch-bound: its fix is torch.compile(mode="reduce-overhead")
+    "GD211": "pad_dims",        # gemm-dims-unaligned: pad the odd dimension (a vocabulary) to a multiple of 64
 }
 
 #: fix kind by a pattern on the rule's name (rules/GDxxx-<name>.md), checked in this order

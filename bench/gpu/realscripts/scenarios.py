@@ -215,7 +215,10 @@ SCENARIOS: list[Scenario] = [
         cwd=lambda c: c.work, base=_hf_base,
         fixes=lambda c: {"bf16": ["--bf16", "True"], "compile": ["--torch_compile", "True"],
                          "cuda_graphs": ["--torch_compile", "True", "--torch_compile_mode", "reduce-overhead"],
-                         "tf32": ["--tf32", "True"], "workers": ["--dataloader_num_workers", str(c.workers)]},
+                         "tf32": ["--tf32", "True"], "workers": ["--dataloader_num_workers", str(c.workers)],
+                         # the driver's own model flag; in a script with a tokenizer this is
+                         # model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)
+                         "pad_dims": ["--vocab_size", "50304"]},
         batch=lambda c: 4 if c.cpu else 8, wall="hf_trainer", chain=3,
         note="no unmodified transformers example runs without `datasets`: smallest Trainer driver"),
     Scenario(
