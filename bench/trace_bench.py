@@ -29,6 +29,7 @@ Usage: .venv/bin/python bench/trace_bench.py [--repeat 3] [--skip-big] [--skip-r
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -381,11 +382,16 @@ def prepare(fallback_warm: Path | None = None) -> list[str]:
     return rows
 
 
+@functools.cache
 def _cores() -> int:
+    """gpudoctor's own default for ``--jobs`` (CPU affinity capped by a cgroup quota), asked of a child
+    so that this process stays small."""
+    proc = subprocess.run([sys.executable, "-c", "from gpudoctor.forkpool import usable_cores; print(usable_cores())"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": _pythonpath(REPO / "src")})
     try:
+        return int(proc.stdout)
+    except ValueError:
         return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def main() -> None:

@@ -28,11 +28,69 @@ import selectors
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 _TASK = 4  # bytes per task index in the task pipe
 _PIPE_BUF = 4096  # POSIX: a pipe write of at most this many bytes is atomic
 _LENGTH = 8  # bytes of the length prefix of each pickled result
+
+
+def usable_cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup CPU quota (a container
+    or Kubernetes pod limited to 8 CPUs on a 96-core node sees 96 cores in its affinity; 96 workers
+    there would each get a twelfth of a core and hold a rank's memory)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    return max(1, min(cores, quota) if quota else cores)
+
+
+def _cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> int | None:
+    """CPUs allowed by this process's cgroup quota (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``), rounded
+    up; None when there is none or it cannot be read."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return None
+    limits = []
+    names: tuple[str, ...]
+    for line in lines:
+        if line.count(":") < 2:
+            continue
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            base, names = root, ("cpu.max",)
+        elif "cpu" in controllers.split(","):
+            base, names = root / controllers, ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+            if not base.is_dir():
+                base = root / "cpu"
+        else:
+            continue
+        directory = base / path.lstrip("/")
+        while True:  # a limit on any ancestor applies too
+            limit = _quota_in(directory, names)
+            if limit:
+                limits.append(limit)
+            if directory == base or base not in directory.parents:
+                break
+            directory = directory.parent
+    return min(limits) if limits else None
+
+
+def _quota_in(directory: Path, names: tuple[str, ...]) -> int | None:
+    try:
+        if len(names) == 1:
+            quota, period = (directory / names[0]).read_text().split()[:2]
+        else:
+            quota, period = ((directory / n).read_text().strip() for n in names)
+        if quota in ("max", "-1") or int(period) <= 0:
+            return None
+        return max(1, -(-int(quota) // int(period)))
+    except (OSError, ValueError):
+        return None
 
 
 class WorkerDied(Exception):
@@ -215,4 +273,4 @@ def _work(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], task_r: int,
         os._exit(code)
 
 
-__all__ = ["ForkPool", "WorkerDied", "can_fork"]
+__all__ = ["ForkPool", "WorkerDied", "can_fork", "usable_cores"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,24 @@ def test_can_fork_only_without_other_threads() -> None:
     finally:
         stop.set()
         thread.join()
+
+
+def test_a_cgroup_cpu_quota_caps_the_usable_cores(tmp_path: Path) -> None:
+    from gpudoctor.forkpool import _cgroup_cpu_quota, usable_cores
+
+    v2 = tmp_path / "v2"
+    (v2 / "kubepods" / "pod1").mkdir(parents=True)
+    (v2 / "kubepods" / "pod1" / "cpu.max").write_text("max 100000\n")  # no limit here ...
+    (v2 / "kubepods" / "cpu.max").write_text("250000 100000\n")  # ... but 2.5 CPUs on the parent
+    (tmp_path / "cg2").write_text("0::/kubepods/pod1\n")
+    assert _cgroup_cpu_quota(v2, tmp_path / "cg2") == 3
+    v1 = tmp_path / "v1" / "cpu,cpuacct" / "docker" / "abc"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("400000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    (tmp_path / "cg1").write_text("5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n")
+    assert _cgroup_cpu_quota(tmp_path / "v1", tmp_path / "cg1") == 4
+    (v1 / "cpu.cfs_quota_us").write_text("-1\n")
+    assert _cgroup_cpu_quota(tmp_path / "v1", tmp_path / "cg1") is None
+    assert _cgroup_cpu_quota(tmp_path / "v1", tmp_path / "absent") is None
+    assert 1 <= usable_cores() <= (os.cpu_count() or 1)

@@ -14,7 +14,6 @@ print, exit, or import torch / rich / textual.
 from __future__ import annotations
 
 import gc
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.forkpool import ForkPool, WorkerDied, can_fork
+from gpudoctor.forkpool import ForkPool, WorkerDied, can_fork, usable_cores
 from gpudoctor.model import FactSet, FactValue
 from gpudoctor.trace.comm import comm_share_metrics
 from gpudoctor.trace.events import EventTable
@@ -102,11 +101,8 @@ def analyze_rank_file(path: str, position: int) -> RankFacts | TraceFileError:
 
 
 def default_jobs() -> int:
-    """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """The cores this process may use (affinity, capped by a cgroup CPU quota: see :func:`usable_cores`)."""
+    return usable_cores()
 
 
 class PendingTraceSet:
