@@ -6,6 +6,11 @@ inflates, so a thread that inflates the next blocks while the main thread decode
 hides most of the inflate time on a second core. ``read(n)`` hands out whole inflated blocks (about
 ``n`` bytes, possibly more), which the chunked reader takes as they come.
 
+Inflating itself is done by ISA-L (the ``isal`` package) when it is installed: 1.6–2× zlib's speed
+here (54 MB of JSON: ~0.055 s against ~0.09–0.15 s). Without it, zlib. Either way a corrupt stream
+ends in zlib's own words (an ISA-L error is re-checked by zlib from the start of the file), so the
+sentence a user sees does not depend on which one is installed.
+
 What it must not do: outlive its reader (the thread is a daemon, stops at EOF, on an error or on
 ``close()``), or hold more than a few blocks (a bounded queue).
 """
@@ -17,6 +22,12 @@ import threading
 import zlib
 from typing import Any, BinaryIO
 
+_fast_zlib: Any
+try:  # ISA-L's inflate, where installed (same API as zlib's decompressobj)
+    from isal import isal_zlib as _fast_zlib
+except ImportError:  # pragma: no cover - the fallback
+    _fast_zlib = None
+
 #: Compressed bytes inflated per step (~5 MB of JSON for a typical trace).
 _IN_BLOCK = 1 << 18
 _END = b""
@@ -25,8 +36,9 @@ _END = b""
 class GunzipStream:
     """A read-only binary stream of the inflated content of a gzip file (all members)."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO, fast: bool = True) -> None:
         self._raw = raw
+        self._zlib: Any = _fast_zlib if fast and _fast_zlib is not None else zlib
         self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=3)
         self._stop = threading.Event()
         self._eof = False
@@ -35,30 +47,56 @@ class GunzipStream:
 
     def _inflate(self) -> None:
         try:
-            inflater: Any = None  # None between members (and before the first)
-            started = False
-            while not self._stop.is_set():
-                block = self._raw.read(_IN_BLOCK)
-                if not block:
-                    if inflater is not None or not started:
-                        raise EOFError("the gzip stream ends before its end-of-stream marker (truncated)")
-                    break
-                while block:
-                    if inflater is None:
-                        if block[:1] != b"\x1f" and started:
-                            break  # trailing garbage after the last member is ignored, as gzip does
-                        inflater, started = zlib.decompressobj(31), True
-                    out = inflater.decompress(block)
-                    if out:
-                        self._put(out)
-                    if inflater.eof:  # a next member may follow
-                        block = inflater.unused_data
-                        inflater = None
-                    else:
-                        block = b""
+            try:
+                self._inflate_all(self._zlib)
+            except Exception as exc:
+                if self._zlib is zlib or isinstance(exc, EOFError):
+                    raise
+                raise self._zlib_error(exc) from None
             self._put(_END)
         except BaseException as exc:  # handed to the reader, raised there
             self._put(exc)
+
+    def _zlib_error(self, fast_error: Exception) -> zlib.error:
+        """zlib's error for the stream ISA-L rejected (its message is what the user reads)."""
+        self._raw.seek(0)
+        inflater: Any = None
+        try:
+            for block in iter(lambda: self._raw.read(_IN_BLOCK), b""):
+                while block:
+                    if inflater is None:
+                        if block[:1] != b"\x1f":
+                            break
+                        inflater = zlib.decompressobj(31)
+                    inflater.decompress(block)
+                    block, inflater = (inflater.unused_data, None) if inflater.eof else (b"", inflater)
+        except zlib.error as exc:
+            return exc
+        return zlib.error(str(fast_error))
+
+    def _inflate_all(self, zlib_module: Any) -> None:
+        """Inflate every gzip member of the file into the queue (not the end marker)."""
+        inflater: Any = None  # None between members (and before the first)
+        started = False
+        while not self._stop.is_set():
+            block = self._raw.read(_IN_BLOCK)
+            if not block:
+                if inflater is not None or not started:
+                    raise EOFError("the gzip stream ends before its end-of-stream marker (truncated)")
+                break
+            while block:
+                if inflater is None:
+                    if block[:1] != b"\x1f" and started:
+                        break  # trailing garbage after the last member is ignored, as gzip does
+                    inflater, started = zlib_module.decompressobj(31), True
+                out = inflater.decompress(block)
+                if out:
+                    self._put(out)
+                if inflater.eof:  # a next member may follow
+                    block = inflater.unused_data
+                    inflater = None
+                else:
+                    block = b""
 
     def _put(self, item: bytes | BaseException) -> None:
         while not self._stop.is_set():
