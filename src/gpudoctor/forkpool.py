@@ -34,6 +34,7 @@ from typing import Any
 _TASK = 4  # bytes per task index in the task pipe
 _PIPE_BUF = 4096  # POSIX: a pipe write of at most this many bytes is atomic
 _LENGTH = 8  # bytes of the length prefix of each pickled result
+_DONE = -1  # the index of a worker's last message: no task left for it
 
 
 def usable_cores() -> int:
@@ -114,6 +115,7 @@ class ForkPool:
         self._count = len(items)
         self._workers: dict[int, int] = {}  # result pipe's read end -> worker pid
         self._reaped: dict[int, int] = {}  # pid -> exit status
+        self._done: set[int] = set()  # result pipes whose worker sent its last message
         self._task_w: int | None = None
         records = b"".join(i.to_bytes(_TASK, "little") for i in range(self._count))
         task_r, task_w = os.pipe()
@@ -159,7 +161,10 @@ class ForkPool:
             self._task_w = None
 
     def results(self) -> list[Any]:
-        """Every result, in item order, once all workers are done.
+        """Every result, in item order, once every worker has said it is done.
+
+        The workers are not waited for here: a worker's exit (the kernel unmapping a rank's memory,
+        5–10 ms) overlaps whatever the caller does next; :meth:`close` reaps them.
 
         Raises:
             WorkerDied: a worker ended before returning all it took.
@@ -181,25 +186,29 @@ class ForkPool:
                             self._close_tasks()
                         continue
                     chunk = os.read(key.fd, 1 << 20)
-                    if chunk:
-                        _take_messages(buffers[key.fd], chunk, outcomes)
+                    if chunk and not _take_messages(buffers[key.fd], chunk, outcomes):
                         continue
                     selector.unregister(key.fd)
+                    if chunk:
+                        self._done.add(key.fd)
+                        continue
+                    # the pipe closed before the worker said it was done: it died
                     status = self._reap(key.fd)
-                    if status != 0 and len(outcomes) < self._count:
-                        self.close()
-                        raise WorkerDied(f"worker {self._describe(status)}")
-        self.close()
+                    self.close()
+                    raise WorkerDied(f"worker {self._describe(status)}")
         if len(outcomes) < self._count:
+            self.close()
             raise WorkerDied("workers ended with items left undone")
         for i in range(self._count):
             ok, value = outcomes[i]
             if not ok:
+                self.close()
                 raise value
         return [outcomes[i][1] for i in range(self._count)]
 
     def _reap(self, fd: int) -> int:
         pid = self._workers.pop(fd)
+        self._done.discard(fd)
         os.close(fd)
         _, status = os.waitpid(pid, 0)
         self._reaped[pid] = status
@@ -212,13 +221,14 @@ class ForkPool:
         return f"exited with status {os.waitstatus_to_exitcode(status)}"
 
     def close(self) -> None:
-        """End and reap the workers that still run; close the pipes (idempotent)."""
+        """End the workers that still work, reap all of them, close the pipes (idempotent)."""
         self._close_tasks()
         for fd, pid in list(self._workers.items()):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            if fd not in self._done:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
             self._reap(fd)
 
     def __enter__(self) -> ForkPool:
@@ -228,10 +238,12 @@ class ForkPool:
         self.close()
 
 
-def _take_messages(buffer: bytearray, chunk: bytes, outcomes: dict[int, tuple[bool, Any]]) -> None:
-    """Append ``chunk`` to a worker's buffer and unpickle every complete message in it."""
+def _take_messages(buffer: bytearray, chunk: bytes, outcomes: dict[int, tuple[bool, Any]]) -> bool:
+    """Append ``chunk`` to a worker's buffer and unpickle every complete message in it; True once the
+    worker's last message (its "done") is in."""
     buffer += chunk
     start = 0
+    done = False
     while len(buffer) - start >= _LENGTH:
         size = int.from_bytes(buffer[start:start + _LENGTH], "little")
         end = start + _LENGTH + size
@@ -241,9 +253,13 @@ def _take_messages(buffer: bytearray, chunk: bytes, outcomes: dict[int, tuple[bo
             index, ok, value = pickle.loads(memoryview(buffer)[start + _LENGTH:end])
         except Exception as exc:  # an exception type that cannot be rebuilt here
             raise RuntimeError(f"a worker's result could not be read back: {exc}") from None
-        outcomes[index] = (ok, value)
+        if index == _DONE:
+            done = True
+        else:
+            outcomes[index] = (ok, value)
         start = end
     del buffer[:start]
+    return done
 
 
 def _work(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], task_r: int, out: int,
@@ -264,13 +280,18 @@ def _work(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], task_r: int,
                 data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # an unpicklable result or exception: say what it was
                 data = pickle.dumps((index, False, RuntimeError(f"{type(exc).__name__}: {exc}")))
-            view = memoryview(len(data).to_bytes(_LENGTH, "little") + data)
-            while view:
-                view = view[os.write(out, view):]
+            _send(out, data)
+        _send(out, pickle.dumps((_DONE, True, None)))
     except BaseException:  # Ctrl-C (the parent gets it too) or the parent gone: leave without a word
         code = 1
     finally:
         os._exit(code)
+
+
+def _send(out: int, data: bytes) -> None:
+    view = memoryview(len(data).to_bytes(_LENGTH, "little") + data)
+    while view:
+        view = view[os.write(out, view):]
 
 
 __all__ = ["ForkPool", "WorkerDied", "can_fork", "usable_cores"]

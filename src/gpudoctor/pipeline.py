@@ -72,10 +72,9 @@ def analyze_paths(paths: Iterable[str | Path], catalog: Catalog | None = None,
         for module in _JUDGING_MODULES:  # imported now, while the workers read, not after
             importlib.import_module(module)
         facts = pending.result()
-    except BaseException:
-        pending.cancel()
-        raise
-    report = judge_traces(facts, catalog, options, per_step)
+        report = judge_traces(facts, catalog, options, per_step)
+    finally:
+        pending.close()  # the workers' exits overlapped judging
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
 

@@ -24,6 +24,9 @@ def test_every_item_once_in_order_across_workers() -> None:
         results = pool.results()
     assert [r[0] for r in results] == [i * i for i in range(50)]
     assert os.getpid() not in {pid for _, pid in results}
+    for pid in {pid for _, pid in results}:  # leaving the block reaped every worker
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def test_more_task_records_than_a_pipe_holds() -> None:

@@ -139,8 +139,9 @@ class PendingTraceSet:
         """
         try:
             results = self._collect()
-        finally:
-            self.cancel()
+        except BaseException:
+            self.close()
+            raise
         return _assemble(self._files, self._named, results)
 
     def _collect(self) -> list[RankFacts | TraceFileError]:
@@ -163,8 +164,9 @@ class PendingTraceSet:
         return UserError(f"a worker process reading the rank traces died (killed, or out of memory with "
                          f"{self._workers} at once); run again with fewer --jobs.", ExitCode.USAGE)
 
-    def cancel(self) -> None:
-        """Stop the workers that still run (nothing when the result was collected)."""
+    def close(self) -> None:
+        """Stop the workers that still run and reap them all (after :meth:`result`, they have only
+        their exits left: reaping after judging lets those overlap it)."""
         if self._pool is not None:
             self._pool.close()
         if self._spawned is not None:
@@ -198,7 +200,11 @@ def analyze_trace_files(paths: Iterable[str | Path], jobs: int | None = None) ->
         UserError: a path is missing or unreadable, a named file is not a readable trace, or no
             file is one.
     """
-    return start_trace_files(paths, jobs).result()
+    pending = start_trace_files(paths, jobs)
+    try:
+        return pending.result()
+    finally:
+        pending.close()
 
 
 def _assemble(files: Sequence[Path], named: set[Path],
