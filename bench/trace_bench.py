@@ -259,8 +259,8 @@ def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat:
                  f"rank_mb={rank_mb}, processes={_cores()})")
         files = sorted(folder.iterdir())
         sizes = [json_size(p) for p in files]
-        kind = f"{min(sizes) / 1e6:.0f}–{max(sizes) / 1e6:.0f} MB each" if min(sizes) != max(sizes) \
-            else f"{sizes[0] / 1e6:.1f} MB each"
+        low, high = f"{min(sizes) / 1e6:.1f}", f"{max(sizes) / 1e6:.1f}"
+        kind = f"{low} MB each" if low == high else f"{low}–{high} MB each"
         print(f"\n{ranks} rank traces of {source.name} ({kind}{'' if rank_mb else ', gzip'}), "
               f"{sum(sizes) / 1e6:.0f} MB of JSON; load average {load()}; {cpu_summary()}", flush=True)
         argv = [sys.executable, "-m", "gpudoctor", "analyze", str(folder), "--format", "json"]
@@ -272,6 +272,7 @@ def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat:
         serial, parallel, alone = best(serial_runs), best(parallel_runs), best(alone_runs)
         same = _without_time(serial["stdout"]) == _without_time(parallel["stdout"])
     speedup = serial["wall_s"] / parallel["wall_s"]
+    cpu_ratio = parallel["cpu_s"] / serial["cpu_s"]
     rows = ["| ranks | --jobs | wall | CPU (all processes) | peak RSS (largest process) | speedup | goal 0.8 × cores |",
             "|---|---|---|---|---|---|---|",
             f"| {ranks} | 1 | {serial['wall_s']:.2f} s | {serial['cpu_s']:.2f} s | {serial['rss'] / 1e6:.0f} MB | | |",
@@ -279,7 +280,9 @@ def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat:
             f"| {speedup:.2f}× | {0.8 * jobs:.1f}× |",
             f"| 1 (rank 0 alone) | 1 | {alone['wall_s']:.2f} s | {alone['cpu_s']:.2f} s | {alone['rss'] / 1e6:.0f} MB "
             f"| bound {serial['wall_s'] / alone['wall_s']:.1f}× | |",
-            f"reports identical: {same}; best of {repeat}; load average after: {load()}"]
+            f"reports identical: {same}; best of {repeat}; CPU of all processes --jobs {jobs} / --jobs 1: "
+            f"{cpu_ratio:.2f}× (each core slower with all busy: turbo, shared caches, hyperthreads), which alone "
+            f"caps the speedup at {jobs / cpu_ratio:.1f}×; load average after: {load()}"]
     print("\n".join(rows), flush=True)
     return rows
 
