@@ -69,3 +69,16 @@ def test_flows_metadata_and_counters_are_skipped(tmp_path: Path, monkeypatch: py
 def test_an_unknown_or_missing_phase_is_skipped_by_the_loose_decode(tmp_path: Path, odd: dict) -> None:
     plain = _columns(_write(tmp_path / "plain.json", _BASE))
     assert _columns(_write(tmp_path / "odd.json", [*_BASE[:2], odd, *_BASE[2:]])) == plain
+
+
+def test_complete_events_skip_the_memory_keys_strictly_and_loosely(tmp_path: Path) -> None:
+    """Only instant events' args are read for the memory counters: a complete event whose ``Device Type``
+    or ``Total Allocated`` is odd is kept whole, whether its chunk is decoded strictly or loosely (an
+    unknown ``ph`` elsewhere sends the chunk to the loose decode), and nothing is counted as malformed."""
+    plain = _columns(_write(tmp_path / "plain.json", _BASE))
+    odd_args = [dict(_BASE[0], args={"Device Type": [1], "Total Allocated": "a lot"}), *_BASE[1:]]
+    assert _columns(_write(tmp_path / "strict.json", odd_args)) == plain
+    unknown = {"ph": "Z", "name": "a phase of no format", "pid": 1, "tid": 2, "ts": 1.0}
+    assert _columns(_write(tmp_path / "loose.json", [*odd_args, unknown])) == plain
+    bad_memory = [*_BASE[:3], dict(_BASE[3], args={**_BASE[3]["args"], "Device Type": [1]}), unknown]
+    assert _columns(_write(tmp_path / "bad_memory.json", bad_memory))[-1] == 1  # an instant's odd Device Type still counts
