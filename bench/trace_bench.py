@@ -281,8 +281,9 @@ def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat:
             f"| 1 (rank 0 alone) | 1 | {alone['wall_s']:.2f} s | {alone['cpu_s']:.2f} s | {alone['rss'] / 1e6:.0f} MB "
             f"| bound {serial['wall_s'] / alone['wall_s']:.1f}× | |",
             f"reports identical: {same}; best of {repeat}; CPU of all processes --jobs {jobs} / --jobs 1: "
-            f"{cpu_ratio:.2f}× (each core slower with all busy: turbo, shared caches, hyperthreads), which alone "
-            f"caps the speedup at {jobs / cpu_ratio:.1f}×; load average after: {load()}"]
+            f"{cpu_ratio:.2f}×" + (f" (each core slower with all busy: turbo, shared caches, hyperthreads), which "
+                                  f"alone caps the speedup at {jobs / cpu_ratio:.1f}×" if cpu_ratio > 1 else "")
+            + f"; load average after: {load()}"]
     print("\n".join(rows), flush=True)
     return rows
 

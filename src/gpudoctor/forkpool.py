@@ -111,13 +111,19 @@ class ForkPool:
     :meth:`close` (or leaving a ``with`` block) ends the workers that still run.
     """
 
-    def __init__(self, fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], workers: int) -> None:
+    def __init__(self, fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], workers: int,
+                 order: Sequence[int] | None = None) -> None:
+        """``order``: the item indices in the order the workers take them (default: as given); the
+        largest first keeps one large item from starting last."""
         self._count = len(items)
         self._workers: dict[int, int] = {}  # result pipe's read end -> worker pid
         self._reaped: dict[int, int] = {}  # pid -> exit status
         self._done: set[int] = set()  # result pipes whose worker sent its last message
         self._task_w: int | None = None
-        records = b"".join(i.to_bytes(_TASK, "little") for i in range(self._count))
+        order = range(self._count) if order is None else order
+        if sorted(order) != list(range(self._count)):
+            raise ValueError("order must hold every item index once")
+        records = b"".join(i.to_bytes(_TASK, "little") for i in order)
         task_r, task_w = os.pipe()
         os.set_blocking(task_w, False)
         self._task_w = task_w

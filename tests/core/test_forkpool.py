@@ -124,3 +124,15 @@ def test_a_cgroup_cpu_quota_caps_the_usable_cores(tmp_path: Path) -> None:
     assert _cgroup_cpu_quota(tmp_path / "v1", tmp_path / "cg1") is None
     assert _cgroup_cpu_quota(tmp_path / "v1", tmp_path / "absent") is None
     assert 1 <= usable_cores() <= (os.cpu_count() or 1)
+
+
+def _when(x: int) -> int:
+    return time.monotonic_ns()
+
+
+def test_items_are_taken_in_the_order_given() -> None:
+    order = [3, 0, 4, 1, 2]
+    taken = ForkPool(_when, [(i,) for i in range(5)], workers=1, order=order).results()
+    assert sorted(range(5), key=lambda i: taken[i]) == order  # results in item order, run in `order`
+    with pytest.raises(ValueError):
+        ForkPool(_when, [(i,) for i in range(3)], workers=1, order=[0, 0, 1])

@@ -121,7 +121,9 @@ class PendingTraceSet:
             return
         items = [(str(f), i) for i, f in enumerate(files)]
         if can_fork():
-            self._pool = ForkPool(analyze_rank_file, items, workers)
+            # the largest files first: with more ranks than workers, a large rank taken last would
+            # run alone at the end (the results are put back in file order)
+            self._pool = ForkPool(analyze_rank_file, items, workers, order=_largest_first(files))
             return
         # other threads run (a notebook kernel, the live session): fork could copy a held lock, so
         # the workers are fresh interpreters (spawn), through multiprocessing.
@@ -171,6 +173,16 @@ class PendingTraceSet:
             self._pool.close()
         if self._spawned is not None:
             self._spawned.shutdown(wait=True, cancel_futures=True)
+
+
+def _largest_first(files: Sequence[Path]) -> list[int]:
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(f.stat().st_size)
+        except OSError:  # the worker will say what is wrong with it
+            sizes.append(0)
+    return sorted(range(len(files)), key=lambda i: -sizes[i])
 
 
 def start_trace_files(paths: Iterable[str | Path], jobs: int | None = None) -> PendingTraceSet:
