@@ -377,6 +377,9 @@ api                                      static:python.deprecated_amp           
 replacement                              static:python.deprecated_amp                  text    static.python    what to use instead
 optimizer                                static:python.optimizer                       text    static.pyextra   the optimizer class
 foreach                                  static:python.optimizer                       text    static.pyextra   foreach / fused argument as written
+dim                                      static:python.unaligned_dim                   text    static.pyextra   the argument that sets the size (vocab_size, out_features …)
+size                                     static:python.unaligned_dim                   count   static.pyextra   the literal size, not a multiple of 8
+padded                                   static:python.unaligned_dim                   count   static.pyextra   the size rounded up to a multiple of 64
 find_unused_parameters                   static:python.ddp                             text    static.pyextra   DDP find_unused_parameters as written
 backend                                  static:python.process_group                   text    static.pyextra   process-group backend
 reader                                   static:python.whole_dataset_load              text    static.pyextra   the function reading the whole dataset

@@ -62,6 +62,7 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
         _reader(ck, node, qual)
     elif attr == "compile" and not node.args and qual is not None and not qual.startswith(("re.", "regex.")):
         ck.flags["uses_compile"] = True  # nn.Module.compile(**kwargs), compiles in place
+    _unaligned_dims(ck, node, qual)
     is_conv = names.is_one_of(qual, pn.CONV_LAYERS) or (qual or "").startswith("torchvision.models.resnet")
     if is_conv and ck.first_conv is None:
         ck.first_conv = node
@@ -171,3 +172,24 @@ def file_context(tree: ast.Module, flags: dict[str, bool], sites: list[Site]) ->
                      for stmt in tree.body)
     return {"file_uses_ddp": flags["uses_ddp"], "file_has_distributed_sampler": flags["has_distributed_sampler"],
             "file_is_entry_point": main_guard or any(s.scope == "python.training_loop" for s in sites)}
+
+
+#: Literal matrix dimensions from which an unaligned size matters (GD211): a big vocabulary or a wide
+#: layer; a 10-class head is unaligned too, and costs nothing.
+_MIN_UNALIGNED_DIM = 1000
+_DIM_LAYERS = {"torch.nn.Linear": ("in_features", "out_features"), "torch.nn.Embedding": ("num_embeddings", "embedding_dim")}
+
+
+def _unaligned_dims(ck: PythonChecker, node: ast.Call, qual: str | None) -> None:
+    """A literal ``vocab_size=`` (any config class) or ``nn.Linear``/``nn.Embedding`` size that is
+    large and not a multiple of 8: its bf16/fp16 GEMMs fall back to slow unaligned kernels."""
+    dims: list[tuple[str, ast.expr]] = [("vocab_size", k.value) for k in node.keywords if k.arg == "vocab_size"]
+    if qual in _DIM_LAYERS:
+        params = _DIM_LAYERS[qual]
+        dims += list(zip(params, node.args))
+        dims += [(k.arg, k.value) for k in node.keywords if k.arg in params]
+    for dim, value_node in dims:
+        value = pn.literal(value_node)
+        if type(value) is int and value >= _MIN_UNALIGNED_DIM and value % 8:
+            ck.emit("python.unaligned_dim", node, call=pn.short(node.func), dim=dim, size=value,
+                    padded=(value + 63) // 64 * 64)
