@@ -74,14 +74,21 @@ class Context:
         self.launch_by_corr = {corr[i]: i for i in runtime if corr[i] >= 0}
         self.sync_calls = [i for i in runtime if name[i] in syncs]
         interesting = wanted | aten
+        host_by_name, aten_by_thread = self.host_by_name, self.aten_by_thread
         for i in compress(positions, map(interesting.__contains__, name)):
-            if stream[i] >= 0 or kind[i] not in HOST_KINDS:
+            if stream[i] >= 0:
+                continue
+            k = kind[i]
+            if k not in HOST_KINDS:
                 continue
             nid = name[i]
             if nid in wanted:
-                self.host_by_name.setdefault(nid, []).append(i)
-            elif kind[i] == K_CPU_OP:
-                self.aten_by_thread.setdefault(thread[i], []).append(i)
+                host_by_name.setdefault(nid, []).append(i)
+            elif k == K_CPU_OP:  # one list per thread, created once (not a fresh [] per event for setdefault)
+                ops = aten_by_thread.get(thread[i])
+                if ops is None:
+                    ops = aten_by_thread[thread[i]] = []
+                ops.append(i)
 
     def host_ops(self, t: EventTable, predicate: Any) -> list[int]:
         """Host events inside the steps whose name satisfies ``predicate`` (names pre-selected above)."""

@@ -304,13 +304,15 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
                     host[k].append((clipped_start, clipped_end))
                     found = True
     comm_ids = _communication_ids(t, ctx)
-    for i in ctx.device:
-        if t.kind[i] != K_KERNEL or t.name[i] not in comm_ids:
-            continue
-        step = ctx.step_of_device(t, i)
-        if step is not None:
-            device[step].append((t.ts[i], t.ts[i] + t.dur[i]))
-            found = True
+    if comm_ids:  # no communication kernel: no device event to look at
+        kind, name, ts, dur, step_of = t.kind, t.name, t.ts, t.dur, ctx.device_steps(t)
+        for i in ctx.device:
+            if kind[i] != K_KERNEL or name[i] not in comm_ids:
+                continue
+            step = step_of.get(i)
+            if step is not None:
+                device[step].append((ts[i], ts[i] + dur[i]))
+                found = True
     if not found:
         return []
     out = []
@@ -328,9 +330,12 @@ def _communication_ids(t: EventTable, ctx: Context) -> set[int]:
 def _collectives(t: EventTable, ctx: Context) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     comm_ids = _communication_ids(t, ctx)
+    if not comm_ids:
+        return out
+    kind, name, names, ts = t.kind, t.name, t.names, t.ts
     for i in ctx.device:
-        if t.kind[i] == K_KERNEL and t.name[i] in comm_ids:
-            out.setdefault(t.names[t.name[i]], []).append(t.ts[i])
+        if kind[i] == K_KERNEL and name[i] in comm_ids:
+            out.setdefault(names[name[i]], []).append(ts[i])
     return out
 
 

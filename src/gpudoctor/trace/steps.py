@@ -54,7 +54,8 @@ def sync_and_copy_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         kinds[op_name] += 1
     step_us = sum(b - a for _, a, b in ctx.steps)
     n = ctx.n_steps
-    memcpy = [i for i in ctx.device if t.kind[i] == K_MEMCPY and ctx.step_of_device(t, i) is not None]
+    kind, in_steps = t.kind, ctx.device_steps(t)
+    memcpy = [i for i in ctx.device if kind[i] == K_MEMCPY and i in in_steps]
     pageable = [i for i in memcpy if names[t.name[i]].startswith("Memcpy HtoD (Pageable")]
     dtoh = [i for i in memcpy if names[t.name[i]].startswith("Memcpy DtoH")]
     return {
@@ -74,10 +75,11 @@ def sync_and_copy_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
 def _memcpy_launches(t: EventTable, ctx: Context) -> dict[int, tuple[list[float], list[str]]]:
     """Per host thread: launch times of GPU memcpys and their direction (``HtoD``, ``DtoH`` …)."""
     rows: dict[int, list[tuple[float, str]]] = {}
+    kind, corr, launch_by_corr = t.kind, t.correlation, ctx.launch_by_corr
     for i in ctx.device:
-        if t.kind[i] != K_MEMCPY:
+        if kind[i] != K_MEMCPY:
             continue
-        launch = ctx.launch_by_corr.get(t.correlation[i])
+        launch = launch_by_corr.get(corr[i])
         if launch is not None:
             rows.setdefault(t.thread[launch], []).append((t.ts[launch], t.names[t.name[i]][7:11]))
     out = {}
