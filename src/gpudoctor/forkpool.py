@@ -24,7 +24,6 @@ from __future__ import annotations
 import gc
 import os
 import pickle
-import selectors
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -176,6 +175,8 @@ class ForkPool:
             WorkerDied: a worker ended before returning all it took.
             Exception: the first exception ``fn`` raised, in item order.
         """
+        import selectors  # here: an analyze run with one process never needs it
+
         outcomes: dict[int, tuple[bool, Any]] = {}
         buffers = {fd: bytearray() for fd in self._workers}
         with selectors.DefaultSelector() as selector:
