@@ -23,7 +23,8 @@ HTA lives in its own venv (``--hta-venv``, default /work/htavenv), made when mis
 ``python3 -m venv V && V/bin/pip install --no-deps holistictraceanalysis==0.5.0 && V/bin/pip install
 'pandas<3' numpy plotly networkx psutil pyyaml``.
 
-Usage: .venv/bin/python bench/trace_bench.py [--repeat 3] [--skip-big] [--skip-ranks] [--big-mb 1100] [--against REV]
+Usage: .venv/bin/python bench/trace_bench.py [--repeat 3] [--skip-big] [--skip-ranks] [--rank-mb 60] [--big-mb 1100]
+       [--against REV [--against-tree DIR]]
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import gc
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -31,7 +31,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("explain", "explain one rule: what it detects, why it is slow, the fix"),
 }
 
-log = logging.getLogger("gpudoctor")
 #: Errors that only writing can cause: they mean the output could not be written, not a bug.
 _OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
@@ -62,6 +61,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _configure_logging(verbosity: int) -> None:
+    import logging  # here: `analyze` calls this only after forking its rank workers
+
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("gpudoctor: %(message)s"))
@@ -96,7 +97,10 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if argv is None:
         gc.enable()
-    _configure_logging(args.verbose)
+    if getattr(args, "_late_logging", False):  # the command calls it once its workers run
+        args.configure_logging = functools.partial(_configure_logging, args.verbose)
+    else:
+        _configure_logging(args.verbose)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE)

@@ -52,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="worker processes for a directory of rank traces (default: the usable cores; 1 = none)")
     add_rule_arguments(parser)
+    parser.set_defaults(_late_logging=True)  # logging is set up while the workers read (see run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,9 +75,10 @@ def _run(args: argparse.Namespace) -> int:
     thresholds: list[Severity] = []
 
     def setup() -> tuple[Catalog, Mapping[str, Mapping[str, Any]]]:
-        """The config, the catalog and the renderer, loaded while the workers read the traces."""
+        """Logging, the config, the catalog and the renderer, set up while the workers read the traces."""
         from gpudoctor.commands.common import fail_on, prepare
 
+        getattr(args, "configure_logging", lambda: None)()
         config, catalog = prepare(args)
         thresholds.append(fail_on(args, config))
         if not args.tui:
