@@ -218,7 +218,8 @@ def import_cost(trace: Path) -> list[str]:
     before_fork, _ = _import_profile("from gpudoctor.cli import build_parser\nbuild_parser('analyze')\n"
                                      "import gpudoctor.pipeline")
     total_ms = sum(self_us for self_us, _, _, _ in run) / 1000.0
-    fork_ms = sum(self_us for self_us, _, _, _ in before_fork) / 1000.0
+    early = {name for _, _, _, name in before_fork}  # the same run's times, for the modules imported early
+    fork_ms = sum(self_us for self_us, _, _, name in run if name in early) / 1000.0
     top = sorted((m for m in run if m[2] == 1), key=lambda m: -m[1])[:6]
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "gpudoctor", "analyze", "--help"], capture_output=True,
@@ -282,7 +283,7 @@ def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat:
             f"| 1 (rank 0 alone) | 1 | {alone['wall_s']:.2f} s | {alone['cpu_s']:.2f} s | {alone['rss'] / 1e6:.0f} MB "
             f"| bound {serial['wall_s'] / alone['wall_s']:.1f}× | |",
             f"reports identical: {same}; best of {repeat}; CPU of all processes --jobs {jobs} / --jobs 1: "
-            f"{cpu_ratio:.2f}×" + (f" (each core slower with all busy: turbo, shared caches, hyperthreads), which "
+            f"{cpu_ratio:.2f}×" + (f" (each core slower with all busy — turbo, shared caches, hyperthreads — or other load), which "
                                   f"alone caps the speedup at {jobs / cpu_ratio:.1f}×" if cpu_ratio > 1 else "")
             + f"; load average after: {load()}"]
     print("\n".join(rows), flush=True)
