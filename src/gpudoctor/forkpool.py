@@ -93,6 +93,16 @@ def _quota_in(directory: Path, names: tuple[str, ...]) -> int | None:
         return None
 
 
+def _fd_room() -> int:
+    """Workers that fit in this process's open-file limit: each holds one pipe open here (two fds
+    while it is being forked), and the process needs some for itself."""
+    try:
+        limit = os.sysconf("SC_OPEN_MAX")
+    except (ValueError, OSError):
+        return 256
+    return max(1, (limit - 64) // 2) if limit > 0 else 256
+
+
 class WorkerDied(Exception):
     """A worker ended (killed, out of memory) before sending back every result it took."""
 
@@ -131,7 +141,7 @@ class ForkPool:
         # (no copy-on-write of its pages); the parent gets them back right after the forks.
         gc.freeze()
         try:
-            for _ in range(max(1, min(workers, self._count))):
+            for _ in range(max(1, min(workers, self._count, _fd_room()))):
                 read_end, write_end = os.pipe()
                 pid = os.fork()
                 if pid == 0:  # the worker: never returns

@@ -136,3 +136,14 @@ def test_items_are_taken_in_the_order_given() -> None:
     assert sorted(range(5), key=lambda i: taken[i]) == order  # results in item order, run in `order`
     with pytest.raises(ValueError):
         ForkPool(_when, [(i,) for i in range(3)], workers=1, order=[0, 0, 1])
+
+
+def test_workers_are_capped_by_the_open_file_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudoctor import forkpool
+
+    real_sysconf = os.sysconf
+    monkeypatch.setattr(forkpool.os, "sysconf",
+                        lambda name: 100 if name == "SC_OPEN_MAX" else real_sysconf(name))
+    with ForkPool(_square_with_pid, [(i,) for i in range(40)], workers=40) as pool:
+        assert len(pool._workers) == 18  # (100 - 64) // 2: a pipe end per worker stays open here
+        assert [r[0] for r in pool.results()] == [i * i for i in range(40)]
