@@ -75,7 +75,7 @@ class Context:
         self.sync_calls = [i for i in runtime if name[i] in syncs]
         interesting = wanted | aten
         host_by_name, aten_by_thread = self.host_by_name, self.aten_by_thread
-        for i in compress(positions, map(interesting.__contains__, name)):
+        for i in t.positions_of(interesting):
             if stream[i] >= 0:
                 continue
             k = kind[i]

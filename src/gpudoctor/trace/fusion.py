@@ -145,13 +145,13 @@ class _CastParents:
         return None
 
     def _in_to_copy_backward(self, thread: int, ts: float) -> bool:
-        if self._backward is None:  # one pass over the events, only when a cast needs it
+        if self._backward is None:  # the ToCopyBackward events, found once, only when a cast needs it
             t = self.t
             ids = {i for i, name in enumerate(t.names) if "ToCopyBackward" in name}
             spans: dict[int, list[tuple[float, float]]] = {}
             if ids:
-                for i, nid in enumerate(t.name):
-                    if nid in ids and t.stream[i] < 0:
+                for i in t.positions_of(ids):
+                    if t.stream[i] < 0:
                         spans.setdefault(t.thread[i], []).append((t.ts[i], t.ts[i] + t.dur[i]))
             for items in spans.values():
                 items.sort()

@@ -18,7 +18,6 @@ import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import Any
 
 from gpudoctor.model import FactValue
@@ -290,7 +289,7 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
         disjoint = all(b <= a2 for (_, _, b), (_, a2, _) in zip(ctx.steps, ctx.steps[1:]))
         stream, kind, ts, ends, steps = t.stream, t.kind, t.ts, end_times(t), ctx.steps
         bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
-        for i in compress(range(len(t.name)), map(coll_names.__contains__, t.name)):
+        for i in t.positions_of(coll_names):
             if stream[i] >= 0 or kind[i] not in HOST_KINDS:
                 continue
             begin, end = ts[i], ends[i]

@@ -124,17 +124,16 @@ def _hta_device_events(t: EventTable) -> DeviceSelection:
     sync_ids = {i for i, n in enumerate(names) if n in _SYNC_NAMES}
     kind, name, ts, dur = t.kind, t.name, t.ts, t.dur
     stream, corr = t.stream, t.correlation
-    n = len(kind)
     # Device candidates: HTA's "GPU kernels" (stream and correlation ≥ 0, or a sync by name) and
     # the other events that carry a stream.
     device = [i for i, s in enumerate(stream) if s != -1]
     if sync_ids:
-        device = sorted({*device, *(i for i, nid in enumerate(name) if nid in sync_ids)})
+        device = sorted({*device, *t.positions_of(sync_ids)})
     is_gpu = {i for i in device if (stream[i] >= 0 and corr[i] >= 0) or name[i] in sync_ids}
     rounding = t.ns_resolution
     dropped = False
     if len(step_ids) >= 2:
-        step_starts = [ts[i] for i in compress(range(n), map(step_ids.__contains__, name))
+        step_starts = [ts[i] for i in t.positions_of(step_ids)
                        if kind[i] != K_PYTHON and i not in is_gpu]
         last_start = max(step_starts)
         if rounding:
@@ -167,7 +166,7 @@ def step_spans(t: EventTable) -> list[tuple[int, float, float]]:
     step_names = {i: int(m.group(1)) for i, n in enumerate(t.names) if (m := STEP_RE.search(n))}
     if not step_names:
         return []
-    for i in [i for i, nid in enumerate(t.name) if nid in step_names]:
+    for i in t.positions_of(step_names):
         num = step_names[t.name[i]]
         if t.stream[i] >= 0 or t.kind[i] == 7:  # 7: GPU-side annotation
             continue
