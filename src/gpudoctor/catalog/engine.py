@@ -49,12 +49,13 @@ def evaluate(
     for fs in factsets:
         by_key.setdefault((fs.source, fs.scope), []).append(fs)
     out = Evaluation()
+    bases: dict[tuple[Source, int], dict[str, Any]] = {}  # one fact set's names, built once for all rules
     for rule in catalog:
         rule_options = _options_for(rule, options or {})
         for source in rule.sources:
             if source not in wanted:
                 continue
-            _evaluate_source(rule, source, by_key, rule_options, out)
+            _evaluate_source(rule, source, by_key, rule_options, out, bases)
     out.findings = merge_findings(out.findings)
     return out
 
@@ -72,6 +73,7 @@ def _evaluate_source(
     by_key: Mapping[tuple[Source, str], list[FactSet]],
     options: dict[str, Any],
     out: Evaluation,
+    bases: dict[tuple[Source, int], dict[str, Any]],
 ) -> None:
     whens = [w for w in rule.whens if w.source == source]
     context = {}
@@ -89,8 +91,11 @@ def _evaluate_source(
         for fs in subjects:
             if id(fs) in fired:
                 continue
-            env = {**context, **{k: v for k, v in fs.values.items() if v is not None}, **_location_env(fs)}
-            env.update(options)
+            base = bases.get((source, id(fs)))
+            if base is None:  # the same for every rule: built once per fact set (it was a third of judging)
+                base = {**context, **{k: v for k, v in fs.values.items() if v is not None}, **_location_env(fs)}
+                bases[(source, id(fs))] = base
+            env = {**base, **options}
             try:
                 verdict = when.condition.evaluate(env)
             except ExpressionError as exc:
