@@ -188,11 +188,13 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     class_of = {key: _gpu_class(key[0], kernel_classes[key[1]]) for key in dict.fromkeys(keys)}
     classes = [class_of[key] for key in keys]
     order = ("gpu:communication", "gpu:gemm/conv", "gpu:fusible", "gpu:memcpy", "gpu:other")
-    merged = {cls: merge(compress(spans, [c == cls for c in classes])) for cls in order}
+    present = set(classes)  # a class with no event selects nothing: no pass over the events for it
+    masks = {cls: [c == cls for c in classes] if cls in present else [] for cls in order}
+    merged = {cls: merge(compress(spans, masks[cls])) for cls in order}
     launched_in_step = ctx.device_steps(t)
     gemm_kind: dict[int, tuple[str | None, bool, bool, bool]] = {}
     names, name, dur = t.names, t.name, t.dur
-    for i in compress(sel, [c == "gpu:gemm/conv" for c in classes]):
+    for i in compress(sel, masks["gpu:gemm/conv"]):
         if i in launched_in_step:
             nid = name[i]
             if nid not in gemm_kind:

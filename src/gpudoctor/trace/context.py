@@ -10,7 +10,8 @@ What it must not do: compute metrics itself.
 from __future__ import annotations
 
 import bisect
-from itertools import compress
+import operator
+from itertools import compress, islice
 from typing import Any
 
 from gpudoctor.trace import kernels as kn
@@ -143,14 +144,22 @@ class Context:
         """Per host thread: start times and indices of the outermost ``aten::`` ops, for bisecting.
 
         Computed once (the sync attribution and the autocast-cast attribution both need it). The
-        ops are ordered by (start, longest first) with two stable C-level sorts, not a key tuple each.
+        ops are ordered by (start, longest first): by one C-level sort by start when no two of them
+        start at the same time (the usual case with ns timestamps; the ops come nearly in order, so
+        that sort is cheap), else by two stable ones (longest first, then by start), not a key
+        tuple each.
         """
         if self._outer_aten is None:
             ts, dur = t.ts, t.dur
             out: dict[int, tuple[list[float], list[int]]] = {}
             for thread, idx in self.aten_by_thread.items():
-                idx.sort(key=dur.__getitem__, reverse=True)  # stable: equal durations keep their order
-                idx.sort(key=ts.__getitem__)
+                original = idx[:]
+                idx.sort(key=ts.__getitem__)  # nearly in order already: cheap
+                in_order = list(map(ts.__getitem__, idx))
+                if any(map(operator.eq, in_order, islice(in_order, 1, None))):  # ops that start together:
+                    idx[:] = original  # the longest first among them (stable: equal durations keep their order)
+                    idx.sort(key=dur.__getitem__, reverse=True)
+                    idx.sort(key=ts.__getitem__)
                 starts: list[float] = []
                 outer: list[int] = []
                 end = float("-inf")
