@@ -118,10 +118,16 @@ def test_launch_bound_static_step_gets_cuda_graph_advice(trace_file: Callable[[s
 def test_autocast_cast_rule(trace_file: Callable[[str], Path]) -> None:
     path = trace_file("h200/resnet_bf16.json.gz")
     assert "GD210" not in _findings(path)  # trainable weights cast once per forward: 0.7% of GPU time
+    assert _values(path)["autocast_grad_cast_kernels_per_step"] == 23.0  # 23 weights, each gradient cast back
     finding = _findings(path, {"GD210": {"min_autocast_cast_pct": 0.5}})["GD210"]
-    assert "46 kernels" in finding.message
-    assert finding.impact is not None and finding.impact.cost_ms_per_step == pytest.approx(0.16, abs=0.005)
-    assert finding.severity.value == "info"  # costs under 2% of the step: never above info
+    # trainable weights: their fp32 master copy is cast every forward — info, no estimate of its own
+    assert "46 kernels" in finding.message and "trainable" in finding.message
+    assert finding.impact is None and "GD403" in (finding.impact_note or "")
+    assert finding.severity.value == "info"
+    # the same casts with no gradient cast back (frozen weights: the case a bf16 copy fixes) carry the estimate
+    frozen = _findings(path, {"GD210": {"min_autocast_cast_pct": 0.5, "min_trainable_share": 2.0}})["GD210"]
+    assert frozen.impact is not None and frozen.impact.cost_ms_per_step == pytest.approx(0.16, abs=0.005)
+    assert frozen.severity.value == "info"  # costs under 2% of the step: never above info
 
 
 def test_compile_estimate_follows_its_options(trace_file: Callable[[str], Path]) -> None:

@@ -153,6 +153,7 @@ compiled_kernel_ms_per_step              trace:rank                             
 cast_ms_per_step                         trace:rank                                    ms      trace.fusion     dtype-cast kernels per step (fp32 to bf16/fp16 and back)
 autocast_cast_ms_per_step                trace:rank                                    ms      trace.fusion     cast kernels per step launched inside an autocast-eligible op or autograd's ToCopyBackward
 autocast_cast_kernels_per_step           trace:rank                                    number  trace.fusion     those cast kernels per step
+autocast_grad_cast_kernels_per_step      trace:rank                                    number  trace.fusion     the autocast cast kernels per step launched in autograd's ToCopyBackward (gradients cast back to fp32: the weights are trainable)
 autocast_cast_pct_of_gpu                 trace:rank                                    %       trace.fusion     autocast_cast_ms_per_step as a share of gpu_kernel_ms_per_step
 launch_gap_ms_per_step                   trace:rank                                    ms      trace.fusion     GPU idle per step between kernels while the next launch had not happened (gaps up to 1 ms)
 launch_gaps_per_step                     trace:rank                                    number  trace.fusion     such gaps per step

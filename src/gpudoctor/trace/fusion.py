@@ -54,7 +54,7 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     launches = ctx.device_launches(t)
     ts, dur, kind, name, end = t.ts, t.dur, t.kind, t.name, end_times(t)
     gpu_us = triton_us = fusible_us = cast_us = autocast_us = 0.0
-    fusible_kernels = autocast_kernels = 0
+    fusible_kernels = autocast_kernels = grad_cast_kernels = 0
     by_fact: Counter[str] = Counter()
     sequences: list[list[tuple[float, int]]] = [[] for _ in range(n)]
     timeline: list[tuple[float, float, float, int]] = []  # (start, end, launch call end, step)
@@ -80,9 +80,11 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         by_fact[_FACT_OF_CLASS[cls]] += d
         if cls == kn.FUSE_CAST:
             cast_us += d
-            if cast_parent.is_autocast(launch):
+            where = cast_parent.autocast_kind(launch)
+            if where is not None:
                 autocast_us += d
                 autocast_kernels += 1
+                grad_cast_kernels += where == "backward"
     if gpu_us <= 0:
         return out
     out.update({
@@ -95,6 +97,7 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         "cast_ms_per_step": round(cast_us / 1000.0 / n, 3),
         "autocast_cast_ms_per_step": round(autocast_us / 1000.0 / n, 3),
         "autocast_cast_kernels_per_step": round(autocast_kernels / n, 1),
+        "autocast_grad_cast_kernels_per_step": round(grad_cast_kernels / n, 1),
         "autocast_cast_pct_of_gpu": pct(autocast_us, gpu_us),
     })
     for fact in sorted(set(_FACT_OF_CLASS.values())):
@@ -129,12 +132,14 @@ class _CastParents:
         self.ctx = ctx
         self._backward: dict[int, list[tuple[float, float]]] | None = None
 
-    def is_autocast(self, launch: int) -> bool:
+    def autocast_kind(self, launch: int) -> str | None:
+        """``"forward"`` (autocast casting a weight inside an op), ``"backward"`` (autograd casting its
+        gradient back to fp32 in ``ToCopyBackward``: the weight is trainable) or None (not autocast)."""
         t = self.t
         op = self._outer_op(t.thread[launch], t.ts[launch])
         if op is not None and t.names[t.name[op]] not in _COPY_OPS:
-            return True  # e.g. aten::linear > aten::to > aten::_to_copy: autocast casting the weight
-        return self._in_to_copy_backward(t.thread[launch], t.ts[launch])
+            return "forward"  # e.g. aten::linear > aten::to > aten::_to_copy: autocast casting the weight
+        return "backward" if self._in_to_copy_backward(t.thread[launch], t.ts[launch]) else None
 
     def _outer_op(self, thread: int, ts: float) -> int | None:
         t = self.t
