@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -39,9 +40,15 @@ def _split(values: list[str]) -> list[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
+def load_catalog(dirs: Sequence[Path] = ()) -> Catalog:
+    """The built-in rules plus ``dirs`` (:func:`gpudoctor.catalog.load_catalog`, imported when first called)."""
+    from gpudoctor.catalog import load_catalog as load
+
+    return load(list(dirs))
+
+
 def prepare(args: argparse.Namespace) -> tuple[Config, Catalog]:
     """Load the config and the catalog, applying --select/--ignore over the config's."""
-    from gpudoctor.catalog import load_catalog
     from gpudoctor.catalog.rulefile import RuleFileError
     from gpudoctor.config import load_config
 
