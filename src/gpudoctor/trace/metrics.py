@@ -183,7 +183,7 @@ def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     out: dict[str, FactValue] = {
         "kernel_count": len(kernels),
         "kernel_p50_us": rounded(statistics.median(durs)),
-        "small_kernel_pct": pct(sum(1 for d in durs if d < SMALL_KERNEL_US), len(durs)),
+        "small_kernel_pct": pct(bisect.bisect_left(durs, SMALL_KERNEL_US), len(durs)),  # durs ascend
         "launch_delay_p50_us": rounded(statistics.median(delays)) if delays else None,
     }
     if ctx.n_steps:
