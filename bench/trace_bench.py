@@ -247,6 +247,45 @@ def cpu_summary() -> str:
     return "; ".join(parts)
 
 
+TIMELINE_SCRIPT = """
+import atexit, json, sys, time
+start = time.perf_counter()
+marks = {}
+import gpudoctor.forkpool as fp, gpudoctor.pipeline as pl
+from gpudoctor.trace import analysis
+def timed(cls_or_mod, name, before, after):
+    real = getattr(cls_or_mod, name)
+    def wrapper(*args, **kwargs):
+        marks.setdefault(before, time.perf_counter())
+        result = real(*args, **kwargs)
+        marks[after] = time.perf_counter()
+        return result
+    setattr(cls_or_mod, name, wrapper)
+timed(fp.ForkPool, "__init__", "fork", "forked")
+timed(fp.ForkPool, "results", "collect", "results in")
+timed(pl, "judge_traces", "judge", "judged")
+atexit.register(lambda: print(json.dumps({k: round(1000 * (v - start), 1) for k, v in marks.items()}
+                                        | {"exit": round(1000 * (time.perf_counter() - start), 1)}), file=sys.stderr))
+from gpudoctor.cli import main
+sys.argv = ["gpudoctor", *sys.argv[1:]]
+main()
+"""
+
+
+def parent_timeline(folder: Path, jobs: int) -> str:
+    """Where the parent of a ``--jobs N`` run spends its time (ms from its first line: the interpreter's
+    own start, ~10–20 ms, comes before): imports until the fork, the forks, the rules side loaded while
+    the workers read ("collect" starts when it is done), the results, judging, rendering and exit."""
+    proc = subprocess.run([sys.executable, "-c", TIMELINE_SCRIPT, "analyze", str(folder), "--format", "json",
+                           "--jobs", str(jobs), "-o", os.devnull], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": _pythonpath(REPO / "src")})
+    try:
+        marks = json.loads(proc.stderr.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return f"parent timeline: not measured ({proc.stderr.strip()[-200:]})"
+    return "parent timeline, ms: " + ", ".join(f"{k} {v:.0f}" for k, v in marks.items())
+
+
 def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat: int = 1,
                    rank_mb: float | None = None) -> list[str]:
     """``--jobs 1`` against ``--jobs N`` on a generated rank set (each rank the source's steps, shifted;
@@ -273,6 +312,7 @@ def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat:
             alone_runs.append(run_child([*argv[:4], str(files[0]), "--format", "json", "--jobs", "1"]))
         serial, parallel, alone = best(serial_runs), best(parallel_runs), best(alone_runs)
         same = _without_time(serial["stdout"]) == _without_time(parallel["stdout"])
+        timeline = parent_timeline(folder, jobs)
     speedup = serial["wall_s"] / parallel["wall_s"]
     cpu_ratio = parallel["cpu_s"] / serial["cpu_s"]
     rows = ["| ranks | --jobs | wall | CPU (all processes) | peak RSS (largest process) | speedup | goal 0.8 × cores |",
@@ -285,7 +325,7 @@ def parallel_ranks(ranks: int, jobs: int, source: Path = DEFAULT_SOURCE, repeat:
             f"reports identical: {same}; best of {repeat}; CPU of all processes --jobs {jobs} / --jobs 1: "
             f"{cpu_ratio:.2f}×" + (f" (each core slower with all busy — turbo, shared caches, hyperthreads — or other load), which "
                                   f"alone caps the speedup at {jobs / cpu_ratio:.1f}×" if cpu_ratio > 1 else "")
-            + f"; load average after: {load()}"]
+            + f"; load average after: {load()}", timeline]
     print("\n".join(rows), flush=True)
     return rows
 
