@@ -60,16 +60,31 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbosity: int) -> None:
+def _configure_logging(verbosity: int, own_process: bool = True) -> None:
+    """gpudoctor's messages to stderr, one line each.
+
+    The handler looks ``sys.stderr`` up at every record, so a caller that swaps stderr (a test's
+    capture, a notebook) never leaves it writing to a closed stream; and when ``main`` is called as
+    a library (``own_process`` false) the records still propagate to the caller's handlers.
+    """
     import logging  # here: `analyze` calls this only after forking its rank workers
 
+    class _CurrentStderr(logging.StreamHandler):
+        @property
+        def stream(self) -> object:
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, _value: object) -> None:
+            pass
+
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _CurrentStderr()
     handler.setFormatter(logging.Formatter("gpudoctor: %(message)s"))
     root = logging.getLogger("gpudoctor")
     root.handlers[:] = [handler]
     root.setLevel(level)
-    root.propagate = False
+    root.propagate = not own_process
 
 
 def _command_in(argv: Sequence[str]) -> str | None:
@@ -98,9 +113,9 @@ def _main(argv: Sequence[str] | None) -> int:
     if argv is None:
         gc.enable()
     if getattr(args, "_late_logging", False):  # the command calls it once its workers run
-        args.configure_logging = functools.partial(_configure_logging, args.verbose)
+        args.configure_logging = functools.partial(_configure_logging, args.verbose, argv is None)
     else:
-        _configure_logging(args.verbose)
+        _configure_logging(args.verbose, argv is None)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE)
