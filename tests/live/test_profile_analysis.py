@@ -59,3 +59,44 @@ def test_works_from_a_parent_whose_main_module_cannot_be_reimported() -> None:
     done = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr[-1000:]
     assert done.stdout.strip() == "ranks 2 None"
+
+
+
+PARENT = r'''
+import os, subprocess, sys, time
+from gpudoctor.live.profileanalysis import PARENT_ENV
+CHILD = ("import time; from gpudoctor.live.profileanalysis import _die_with_parent; _die_with_parent(); "
+         "print('armed', flush=True); time.sleep(60)")   # stands for an analysis that runs on
+child = subprocess.Popen([sys.executable, "-c", CHILD], env={**os.environ, PARENT_ENV: str(os.getpid())})
+print(child.pid, flush=True)
+time.sleep(60)
+'''
+
+
+def test_the_analysis_child_dies_with_the_process_that_started_it() -> None:
+    """A dashboard killed mid-analysis (SSH dropped) leaves no analysis process behind: the child asks
+    the kernel for SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        assert parent.stdout is not None
+        child = psutil.Process(int(parent.stdout.readline()))
+        assert parent.stdout.readline().strip() == "armed"   # prctl done, the child now "analyses"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.1)
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if child is not None and child.is_running():
+            child.kill()

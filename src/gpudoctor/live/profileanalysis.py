@@ -26,6 +26,8 @@ from gpudoctor.live.priority import OBSERVER_NICE
 
 #: A trace that takes longer than this to analyse is given up (the child is killed).
 ANALYSIS_TIMEOUT_S = 180.0
+#: The PID of the process that started the child (it exits if its parent is already another one).
+PARENT_ENV = "GPUDOCTOR_ANALYSIS_PARENT"
 
 
 def _analyze(paths: Sequence[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]]) -> Any:
@@ -40,7 +42,8 @@ def analyze_profile_traces(paths: Sequence[str], catalog: Catalog, options: Mapp
     request = pickle.dumps((list(paths), catalog, dict(options)))
     try:
         done = subprocess.run([sys.executable, "-m", "gpudoctor.live.profileanalysis"], input=request,
-                              capture_output=True, timeout=timeout_s, check=False)
+                              capture_output=True, timeout=timeout_s, check=False,
+                              env={**os.environ, PARENT_ENV: str(os.getpid())})
     except subprocess.TimeoutExpired:
         return None, f"the analysis took longer than {timeout_s:.0f} s and was stopped"
     except OSError:  # no child process possible here: analyse in this process
@@ -56,8 +59,32 @@ def analyze_profile_traces(paths: Sequence[str], catalog: Catalog, options: Mapp
     return (payload, None) if status == "ok" else (None, payload)
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this child when the process that started it goes away.
+
+    A dashboard closed (or killed, or its SSH session dropped) while a trace is being analysed
+    would otherwise leave this child running to the end of its analysis, parented to init.
+    Elsewhere (no ``prctl``) it is a no-op: the analysis still ends within its timeout.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError, ValueError):
+        return
+    parent = os.environ.get(PARENT_ENV, "")
+    if parent.isdigit() and os.getppid() != int(parent):  # the parent went before prctl took effect
+        sys.exit(0)
+
+
 def _child_main() -> int:
     """The child: read the request pickle from stdin, write ``(status, report or sentence)`` to stdout."""
+    _die_with_parent()
     try:
         os.nice(OBSERVER_NICE)
     except OSError:
