@@ -1,6 +1,6 @@
 """``gpudoctor attach <pid>``: diagnose a running training process, then leave it running.
 
-- ``--once``: one quick snapshot (two short evaluation windows, ~4 s) and a report. It uses an agent
+- ``--once``: one quick snapshot (two short evaluation windows, ~4–7 s) and a report. It uses an agent
   that already runs in the process (``gpudoctor run``) but injects none: injecting costs the target
   a start-up pause and step statistics need many steps anyway.
 - ``--duration S``: watch for S seconds (optionally profiling N steps through the agent), then report;
@@ -33,6 +33,8 @@ from gpudoctor.live.session import LiveSession
 from gpudoctor.live.watch import watch
 from gpudoctor.report.render import render
 
+#: --once judges two windows; py-spy records whole seconds, so each stack window lasts 2 s, and a
+#: shorter cut leaves too few samples once py-spy's own start-up (0.2–1 s under load) is taken off.
 ONCE_WINDOW_S = 1.5
 ONCE_TIMEOUT_S = 12.0
 
@@ -44,7 +46,7 @@ AUTO_PROFILE_STEPS = 5
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pid", type=int, help="PID of the Python training process")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--once", action="store_true", help="one quick snapshot and report (about 4 s)")
+    mode.add_argument("--once", action="store_true", help="one quick snapshot and report (about 4-7 s)")
     mode.add_argument("--duration", type=float, metavar="SECONDS",
                       help="watch for SECONDS, then print the report and exit (the process keeps running)")
     mode.add_argument("--headless", action="store_true",
