@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from gpudoctor import __version__
 from gpudoctor.model import Finding, Severity
+from gpudoctor.report.grouping import group_findings
 from gpudoctor.report.model import MetricTable, Report
 from gpudoctor.report.stepbar import STYLE, legend, legend_text, plain_bar, segments
 
@@ -110,10 +111,14 @@ def to_markdown(report: Report) -> str:
         lines += [f"Inputs: {', '.join(f'`{i}`' for i in report.inputs)}", ""]
     for b in _shown_bottlenecks(report):
         lines += [f"**Bottleneck:** {b.line}", "", "```", plain_bar(b), legend_text(b), "```", ""]
-    lines += [_summary_sentence(report), ""]
-    for number, f in enumerate(report.findings, 1):
-        where = f" — {f.location.describe()}" if f.location.describe() else ""
+    groups = group_findings(report.findings)
+    lines += [_summary_sentence(report, len(groups)), ""]
+    for number, group in enumerate(groups, 1):
+        f = group.lead
+        where = f" — {group.where()}" if group.where() else ""
         lines += [f"## {number}. {f.severity.value.upper()} {f.code} {f.name}{where}", "", f"**{f.title}.** {f.message}", ""]
+        if group.spread():
+            lines += [f"Ranks: {group.spread()}", ""]
         if impact_line(f):
             lines += [f"Gain: {impact_line(f)}", ""]
         if sources_text(f):
@@ -150,7 +155,7 @@ def _shown_bottlenecks(report: Report) -> list[Any]:
     return [report.bottleneck] if report.bottleneck is not None else []
 
 
-def _summary_sentence(report: Report) -> str:
+def _summary_sentence(report: Report, cards: int | None = None) -> str:
     if report.headline:
         return report.headline
     if not report.findings:
@@ -159,7 +164,10 @@ def _summary_sentence(report: Report) -> str:
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
     parts = [f"{n} {s.value}" for s, n in sorted(counts.items(), key=lambda kv: -kv[0].rank) if n]
     noun = "finding" if len(report.findings) == 1 else "findings"
-    return f"{len(report.findings)} {noun}: {', '.join(parts)}."
+    folded = ""
+    if cards is not None and cards < len(report.findings):
+        folded = f" Shown as {cards}: a rule that fires on several ranks is one card."
+    return f"{len(report.findings)} {noun}: {', '.join(parts)}.{folded}"
 
 
 # ---------------------------------------------------------------- terminal text (rich)
@@ -183,16 +191,20 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
         console.print(Text("Bottleneck: ", style="bold") + Text(b.line))
         console.print(rich_bar(b, max(20, min(console.width, 100) - 2)))
         console.print(rich_legend(b))
-    console.print(_summary_sentence(report))
+    groups = group_findings(report.findings)
+    console.print(_summary_sentence(report, len(groups)))
     console.print()
-    for number, f in enumerate(report.findings, 1):
+    for number, group in enumerate(groups, 1):
+        f = group.lead
         head = Text()
         head.append(f"{number}. ", style="bold")
         head.append(f" {f.severity.value.upper()} ", style=_SEVERITY_STYLE[f.severity])
         head.append(f" {f.code} {f.name}", style="bold")
-        if f.location.describe():
-            head.append(f"  {f.location.describe()}", style="dim")
+        if group.where():
+            head.append(f"  {group.where()}", style="dim")
         parts: list[Any] = [Text(f"{f.title}. ", style="bold") + Text(f.message)]
+        if group.spread():
+            parts.append(Text("Ranks: ", style="bold") + Text(group.spread()))
         if f.impact is not None:
             parts.append(Text("Gain: ", style="bold cyan") + Text(f.impact.describe(), style="bold")
                          + Text(f" — {f.impact.basis}"))

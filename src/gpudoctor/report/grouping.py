@@ -1,0 +1,98 @@
+"""One card per rule for a finding that every rank has: the per-rank findings of a job, grouped for reading.
+
+Why this exists: a job's rank traces usually share their problems — 16 ranks of one eager model give 16
+GD403 findings that differ only in their rank and their numbers. Listed one by one the report is a
+wall of identical cards (64 identical ranks gave 448), and the one finding that differs (a straggler)
+drowns. The terminal and Markdown views show such a set as one card: the rank with the largest
+estimated gain stands for the others, and a line names the ranks and the range of their estimates.
+The JSON report keeps every rank's finding (machines read it, and ``compare`` matches them).
+
+What it must not do: change the findings, their order among groups (the first member's place, which
+is already by gain), or group findings that have a place other than a rank (a file line, a GPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpudoctor.model import Finding
+
+
+@dataclass(frozen=True)
+class FindingGroup:
+    """A finding and the same rule's findings on other ranks (``others`` empty: a finding alone)."""
+
+    lead: Finding
+    others: tuple[Finding, ...] = ()
+
+    @property
+    def members(self) -> tuple[Finding, ...]:
+        return (self.lead, *self.others)
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(f.location.rank for f in self.members if f.location.rank is not None)
+
+    def where(self) -> str:
+        """``ranks 0–7, 9`` for a group, the lead's own place for a finding alone."""
+        if not self.others:
+            return self.lead.location.describe()
+        return f"ranks {rank_ranges(self.ranks)} ({len(self.members)})"
+
+    def spread(self) -> str:
+        """One line on the other members: how many ranks, and the range of their estimates."""
+        if not self.others:
+            return ""
+        gains = [f.impact.est_speedup for f in self.members if f.impact is not None]
+        text = f"the same on {len(self.members)} ranks"
+        largest = ""
+        if len(gains) == len(self.members) and gains:
+            low, high = min(gains), max(gains)
+            if high - low < 0.005:
+                text += f" (est. {low:.2f}× each)"
+            else:
+                text += f" (est. {low:.2f}–{high:.2f}× per rank)"
+                largest = ", the largest"
+        lead = self.lead.location.rank
+        return text + (f"; shown: rank {lead}{largest}" if lead is not None else "")
+
+
+def _key(f: Finding) -> tuple[object, ...] | None:
+    loc = f.location
+    if loc.rank is None or loc.line is not None or loc.gpu is not None or loc.pid is not None or loc.step is not None:
+        return None
+    return (f.code, f.severity, tuple(s.value for s in f.sources), f.impact is None)
+
+
+def group_findings(findings: Sequence[Finding]) -> list[FindingGroup]:
+    """Findings in their order, the same rule's per-rank findings (same severity and sources) folded
+    into the first of them."""
+    groups: list[FindingGroup] = []
+    at: dict[tuple[object, ...], int] = {}
+    for f in findings:
+        key = _key(f)
+        if key is None or key not in at:
+            if key is not None:
+                at[key] = len(groups)
+            groups.append(FindingGroup(f))
+            continue
+        g = groups[at[key]]
+        groups[at[key]] = FindingGroup(g.lead, (*g.others, f))
+    return groups
+
+
+def rank_ranges(ranks: Sequence[int]) -> str:
+    """``[0, 1, 2, 3, 5, 7, 8]`` → ``0–3, 5, 7–8``."""
+    out: list[str] = []
+    run: list[int] = []
+    for r in sorted(set(ranks)):
+        if run and r == run[-1] + 1:
+            run.append(r)
+            continue
+        if run:
+            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}–{run[-1]}")
+        run = [r]
+    if run:
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}–{run[-1]}")
+    return ", ".join(out)

@@ -1,0 +1,71 @@
+"""The terminal and Markdown views fold a rule's per-rank findings into one card (the JSON keeps all)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.model import Finding, Fix, Impact, Location, Severity, Source
+from gpudoctor.report.grouping import group_findings, rank_ranges
+
+HTA_RANKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "public" / "hta" / "trace_filter"
+
+
+def _finding(code: str, rank: int | None, gain: float | None, severity: Severity = Severity.WARNING,
+             **where: object) -> Finding:
+    impact = None if gain is None else Impact(cost_ms_per_step=1.0, cost_pct_of_step=10.0, est_speedup_low=gain,
+                                              est_speedup_high=gain, basis="b", side="gpu")
+    return Finding(code, "name", severity, "title", f"msg {rank}", Source.TRACE, (), Fix("fix"),
+                   Location(rank=rank, **where), impact=impact)  # type: ignore[arg-type]
+
+
+def test_rank_ranges() -> None:
+    assert rank_ranges([0, 1, 2, 3, 5, 7, 8]) == "0–3, 5, 7–8"
+    assert rank_ranges([4]) == "4" and rank_ranges([]) == ""
+
+
+def test_same_rule_on_several_ranks_is_one_group_in_first_place() -> None:
+    found = [_finding("GD601", 7, 1.6, Severity.CRITICAL), _finding("GD403", 2, 1.30), _finding("GD403", 0, 1.28),
+             _finding("GD403", 1, 1.28), _finding("GD210", 0, None, Severity.INFO), _finding("GD210", 1, None, Severity.INFO)]
+    groups = group_findings(found)
+    assert [(g.lead.code, g.ranks) for g in groups] == [("GD601", [7]), ("GD403", [0, 1, 2]), ("GD210", [0, 1])]
+    assert groups[0].where() == "rank 7" and groups[0].spread() == ""
+    assert groups[1].where() == "ranks 0–2 (3)"
+    assert groups[1].spread() == "the same on 3 ranks (est. 1.28–1.30× per rank); shown: rank 2, the largest"
+    assert groups[2].spread() == "the same on 2 ranks; shown: rank 0"
+
+
+def test_other_severities_and_places_stay_apart() -> None:
+    found = [_finding("GD403", 0, 1.6, Severity.CRITICAL), _finding("GD403", 1, 1.3),
+             _finding("GD301", 0, 1.2, gpu=0), _finding("GD301", 1, 1.2, gpu=1),
+             _finding("GD211", None, None, path="train.py", line=5), _finding("GD211", None, None, path="train.py", line=7)]
+    assert len(group_findings(found)) == 6
+
+
+@pytest.mark.skipif(not HTA_RANKS.is_dir(), reason="../shared/traces is not here")
+def test_two_rank_report_folds_in_text_and_markdown_not_in_json() -> None:
+    from gpudoctor.pipeline import analyze_paths
+    from gpudoctor.report.render import render
+
+    report = analyze_paths(sorted(str(p) for p in HTA_RANKS.glob("*.json.gz")))
+    per_rule: dict[str, int] = {}
+    for f in report.findings:
+        per_rule[f.code] = per_rule.get(f.code, 0) + 1
+    folded = [code for code, n in per_rule.items() if n > 1]
+    assert folded, per_rule   # both ranks of this job share findings
+    out = io.StringIO()
+    render(report, "json", out)
+    assert len(json.loads(out.getvalue())["findings"]) == len(report.findings)
+    md = io.StringIO()
+    render(report, "markdown", md)
+    cards = [line for line in md.getvalue().splitlines() if line.startswith("## ") and " GD" in line]
+    assert len(cards) == len(group_findings(report.findings)) < len(report.findings)
+    assert any("ranks 0–1 (2)" in c for c in cards) and "Ranks: the same on 2 ranks" in md.getvalue()
+    os.environ.setdefault("COLUMNS", "100")
+    text = io.StringIO()
+    render(report, "text", text)
+    assert "a rule that fires on several ranks is one card" in text.getvalue().replace("\n", " ")
