@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import operator
 from collections.abc import Iterable, Sequence
-from itertools import compress
+from itertools import chain, compress, repeat
 from typing import Any
 
 from gpudoctor.bottleneck import PARTS, Bottleneck, verdict_from_parts
@@ -238,7 +238,10 @@ def _first_class_wins(classes: Sequence[Sequence[Interval]]) -> tuple[list[list[
     (each class is 0 or 1 deep, its intervals being merged) instead of one subtraction and one
     re-merge of the growing union per class; every end point is an input end point, unchanged.
     """
-    edges = sorted([(x, k) for k, spans in enumerate(classes) for span in spans for x in span])
+    edges: list[tuple[float, int]] = []
+    for k, spans in enumerate(classes):  # (edge, class) pairs made by C-level iterators, not a nested comprehension
+        edges += zip(chain.from_iterable(spans), repeat(k))
+    edges.sort()
     own: list[list[Interval]] = [[] for _ in classes]
     union: list[Interval] = []
     active = 0  # bit k: class k is inside one of its intervals
