@@ -64,8 +64,11 @@ def test_attach_report_has_step_samples_and_compare_gives_a_ci(tmp_path: Path) -
         assert all(isinstance(x, float) and x > 0 for x in samples)
         # never more samples than steps the agent counted while attached
         assert len(samples) <= steps["steps_total"]
+        # the samples are step times in ms like the agent's p50 (not µs or s): same order. Their windows
+        # differ (the last samples vs the agent's stats window), and on a loaded 2-core machine the
+        # step time moves 2x between them (92 vs 46 ms seen in a CI run)
         median = sorted(samples)[len(samples) // 2]
-        assert median == pytest.approx(steps["step_time_p50_ms"], rel=0.5)
+        assert 1 / 3 <= median / steps["step_time_p50_ms"] <= 3, (median, steps["step_time_p50_ms"])
     compared = subprocess.run([sys.executable, "-m", "gpudoctor", "compare", str(tmp_path / "before.json"),
                                str(tmp_path / "after.json"), "--format", "json"], capture_output=True, text=True,
                               timeout=120, env=_env())

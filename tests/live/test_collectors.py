@@ -14,8 +14,11 @@ from gpudoctor.live.shm import ShmCollector, output_error_text, shm_usage, tree_
 
 def test_process_sample_of_a_real_child_with_env_and_affinity() -> None:
     env = {**os.environ, "NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "3", "RANK": "1", "SECRET_TOKEN": "x"}
-    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: sum(range(10000))"], env=env)
+    child = subprocess.Popen([sys.executable, "-c", "print('up', flush=True)\nwhile True: sum(range(10000))"],
+                             env=env, stdout=subprocess.PIPE, text=True)
     try:
+        # sample once the child runs its own program: between fork and exec its environ is still ours
+        assert child.stdout is not None and child.stdout.readline().strip() == "up"
         collector = ProcessCollector(child.pid)
         first = collector.sample()
         time.sleep(0.5)
