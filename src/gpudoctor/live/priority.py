@@ -8,8 +8,12 @@ Check by hand: ``ps -o pid,ni,comm -L -p <gpudoctor pid>``.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
 import threading
+from collections.abc import Callable
 
 #: Nice level of collector threads and of the py-spy processes they start.
 OBSERVER_NICE = 10
@@ -29,3 +33,40 @@ def nice_child() -> None:
         os.nice(OBSERVER_NICE)
     except OSError:
         pass
+
+
+#: prctl(2) option: the signal the kernel sends a child when the thread that started it dies.
+PR_SET_PDEATHSIG = 1
+
+
+def _find_prctl() -> Callable[..., int] | None:
+    """libc's ``prctl``, looked up once in the parent: the forked child only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - no libc symbol table
+        return None
+
+
+_PRCTL = _find_prctl()
+
+
+def observer_child_setup() -> Callable[[], None]:
+    """A ``preexec_fn`` for observer subprocesses (py-spy, the profile analysis): niced, and killed by
+    the kernel when gpudoctor dies.
+
+    Without it a ``kill -9`` of gpudoctor left ``py-spy record`` sampling the target for the rest of its
+    window (up to ~20 s), reparented to PID 1. The kernel sends SIGKILL when the *thread* that started the
+    child exits, which is right here: that thread waits for py-spy until it is done. Check by hand:
+    ``kill -9 <gpudoctor pid>; pgrep -a py-spy`` shows nothing.
+    """
+    parent = os.getpid()
+
+    def setup() -> None:
+        nice_child()
+        if _PRCTL is not None:
+            _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if os.getppid() != parent:  # gpudoctor died between fork and prctl
+                os._exit(1)
+    return setup

@@ -6,15 +6,16 @@ pauses of 418 ms on a 216k-event trace). A child process parses instead, at the 
 priority, and sends back only the report. The child is a fresh interpreter
 (``python -m gpudoctor.live.profileanalysis``) fed a pickle on stdin — not a multiprocessing child,
 which would re-run the parent's ``__main__`` and hang the parent when that cannot be done (a REPL,
-``python -``). If no child can be started, the analysis runs here.
+``python -``). It is started like py-spy (:func:`~gpudoctor.live.priority.observer_child_setup`):
+niced, and killed by the kernel when gpudoctor dies, so a dashboard closed mid-analysis leaves no
+process behind. If no child can be started, the analysis runs here.
 
-What it must not do: fork the (threaded) dashboard process, wait without a bound, or raise: every
+What it must not do: run a forked copy of the (threaded) dashboard process, wait without a bound, or raise: every
 failure becomes one sentence for the session's notes.
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
 import sys
@@ -22,12 +23,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudoctor.catalog import Catalog
-from gpudoctor.live.priority import OBSERVER_NICE
+from gpudoctor.live.priority import observer_child_setup
 
 #: A trace that takes longer than this to analyse is given up (the child is killed).
 ANALYSIS_TIMEOUT_S = 180.0
-#: The PID of the process that started the child (it exits if its parent is already another one).
-PARENT_ENV = "GPUDOCTOR_ANALYSIS_PARENT"
 
 
 def _analyze(paths: Sequence[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]]) -> Any:
@@ -43,7 +42,7 @@ def analyze_profile_traces(paths: Sequence[str], catalog: Catalog, options: Mapp
     try:
         done = subprocess.run([sys.executable, "-m", "gpudoctor.live.profileanalysis"], input=request,
                               capture_output=True, timeout=timeout_s, check=False,
-                              env={**os.environ, PARENT_ENV: str(os.getpid())})
+                              preexec_fn=observer_child_setup())   # niced; killed if gpudoctor dies
     except subprocess.TimeoutExpired:
         return None, f"the analysis took longer than {timeout_s:.0f} s and was stopped"
     except OSError:  # no child process possible here: analyse in this process
@@ -59,36 +58,8 @@ def analyze_profile_traces(paths: Sequence[str], catalog: Catalog, options: Mapp
     return (payload, None) if status == "ok" else (None, payload)
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM this child when the process that started it goes away.
-
-    A dashboard closed (or killed, or its SSH session dropped) while a trace is being analysed
-    would otherwise leave this child running to the end of its analysis, parented to init.
-    Elsewhere (no ``prctl``) it is a no-op: the analysis still ends within its timeout.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError, ValueError):
-        return
-    parent = os.environ.get(PARENT_ENV, "")
-    if parent.isdigit() and os.getppid() != int(parent):  # the parent went before prctl took effect
-        sys.exit(0)
-
-
 def _child_main() -> int:
     """The child: read the request pickle from stdin, write ``(status, report or sentence)`` to stdout."""
-    _die_with_parent()
-    try:
-        os.nice(OBSERVER_NICE)
-    except OSError:
-        pass
     out = sys.stdout.buffer
     try:
         paths, catalog, options = pickle.loads(sys.stdin.buffer.read())
