@@ -68,18 +68,17 @@ def _key(f: Finding) -> tuple[object, ...] | None:
 def group_findings(findings: Sequence[Finding]) -> list[FindingGroup]:
     """Findings in their order, the same rule's per-rank findings (same severity and sources) folded
     into the first of them."""
-    groups: list[FindingGroup] = []
-    at: dict[tuple[object, ...], int] = {}
+    members: list[list[Finding]] = []
+    at: dict[tuple[object, ...], list[Finding]] = {}
     for f in findings:
         key = _key(f)
-        if key is None or key not in at:
-            if key is not None:
-                at[key] = len(groups)
-            groups.append(FindingGroup(f))
+        if key is not None and key in at:
+            at[key].append(f)
             continue
-        g = groups[at[key]]
-        groups[at[key]] = FindingGroup(g.lead, (*g.others, f))
-    return groups
+        members.append([f])
+        if key is not None:
+            at[key] = members[-1]
+    return [FindingGroup(m[0], tuple(m[1:])) for m in members]
 
 
 def rank_ranges(ranks: Sequence[int]) -> str:
