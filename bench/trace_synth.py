@@ -48,12 +48,8 @@ def _shift(event: dict[str, Any], copy: int, span_us: float, id_offset: int, ste
 
 def write_synthetic(source: Path, out: Path, size_mb: float) -> tuple[int, int]:
     """Write the synthetic trace; returns (bytes written, copies of the source)."""
-    opener = gzip.open if source.suffix == ".gz" else open
-    with opener(source, "rb") as fh:
-        doc = json.loads(fh.read())
-    events = doc.pop("traceEvents")
-    meta = [e for e in events if e.get("ph") == "M"]
-    body = [e for e in events if e.get("ph") != "M" and e.get("cat") != "Trace"]
+    doc, events = _read_source(source)
+    meta, body = _meta_and_body(events)
     span_us, id_offset, steps = _copy_geometry(body)
     header = json.dumps(doc, indent=2)[:-2]  # without the closing "\n}"
     target = int(size_mb * 1e6)
@@ -99,21 +95,11 @@ def write_rank_set(source: Path, out_dir: Path, ranks: int, gzip_level: int | No
             with ProcessPoolExecutor(max_workers=processes) as pool:
                 list(pool.map(_write_big_rank, *zip(*jobs)))
         return names
-    opener = gzip.open if source.suffix == ".gz" else open
-    with opener(source, "rb") as fh:
-        doc = json.loads(fh.read())
-    events = doc.pop("traceEvents")
+    doc, events = _read_source(source)
+    origin = _origin(events)
     for rank in range(ranks):
         stretch = 1.3 if rank == slow_rank else 1.0
-        origin = min(e["ts"] for e in events if isinstance(e.get("ts"), (int, float)))
-        shifted = []
-        for e in events:
-            e = dict(e)
-            if isinstance(e.get("ts"), (int, float)):
-                e["ts"] = round(origin + (e["ts"] - origin) * stretch + rank * 37.0, 3)
-            if isinstance(e.get("dur"), (int, float)):
-                e["dur"] = round(e["dur"] * stretch, 3)
-            shifted.append(e)
+        shifted = [_on_rank(dict(e), origin, stretch, rank) for e in events]
         head = dict(doc, distributedInfo={"backend": "nccl", "rank": rank, "world_size": ranks})
         body = json.dumps(head, indent=2)[:-2] + ',\n  "traceEvents": [\n' + \
             ",\n".join("  " + json.dumps(e) for e in shifted) + "\n  ]\n}\n"
@@ -128,14 +114,10 @@ def write_rank_set(source: Path, out_dir: Path, ranks: int, gzip_level: int | No
 def _write_big_rank(source: Path, path: Path, rank: int, ranks: int, rank_mb: float, stretch: float,
                     gzip_level: int | None) -> None:
     """One rank of :func:`write_rank_set` with ``rank_mb``: the source's steps replicated, then shifted."""
-    opener = gzip.open if source.suffix == ".gz" else open
-    with opener(source, "rb") as fh:
-        doc = json.loads(fh.read())
-    events = doc.pop("traceEvents")
-    meta = [e for e in events if e.get("ph") == "M"]
-    body = [e for e in events if e.get("ph") != "M" and e.get("cat") != "Trace"]
+    doc, events = _read_source(source)
+    meta, body = _meta_and_body(events)
     span_us, id_offset, steps = _copy_geometry(body)
-    origin = min(e["ts"] for e in body if isinstance(e.get("ts"), (int, float)))
+    origin = _origin(body)
     head = dict(doc, distributedInfo={"backend": "nccl", "rank": rank, "world_size": ranks})
     target = int(rank_mb * 1e6)
     written = copies = 0
@@ -143,19 +125,40 @@ def _write_big_rank(source: Path, path: Path, rank: int, ranks: int, rank_mb: fl
         out.write(json.dumps(head, indent=2)[:-2] + ',\n  "traceEvents": [\n')
         out.write(",\n".join("  " + json.dumps(e) for e in meta))
         while written < target:
-            lines = []
-            for e in body:
-                e = _shift(e, copies, span_us, id_offset, steps)
-                if isinstance(e.get("ts"), (int, float)):
-                    e["ts"] = round(origin + (e["ts"] - origin) * stretch + rank * 37.0, 3)
-                if isinstance(e.get("dur"), (int, float)):
-                    e["dur"] = round(e["dur"] * stretch, 3)
-                lines.append("  " + json.dumps(e))
-            chunk = ",\n".join(lines)
+            chunk = ",\n".join("  " + json.dumps(_on_rank(_shift(e, copies, span_us, id_offset, steps), origin,
+                                                             stretch, rank)) for e in body)
             out.write((",\n" if meta or copies else "") + chunk)
             written += len(chunk) + 2
             copies += 1
         out.write("\n  ]\n}\n")
+
+
+def _read_source(source: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The source trace's document without its events, and its events."""
+    opener = gzip.open if source.suffix == ".gz" else open
+    with opener(source, "rb") as fh:
+        doc = json.loads(fh.read())
+    return doc, doc.pop("traceEvents")
+
+
+def _meta_and_body(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Metadata events (written once) and the events a copy of the steps repeats."""
+    return ([e for e in events if e.get("ph") == "M"],
+            [e for e in events if e.get("ph") != "M" and e.get("cat") != "Trace"])
+
+
+def _origin(events: list[dict[str, Any]]) -> float:
+    return min(e["ts"] for e in events if isinstance(e.get("ts"), (int, float)))
+
+
+def _on_rank(e: dict[str, Any], origin: float, stretch: float, rank: int) -> dict[str, Any]:
+    """``e`` (a copy, changed in place) as rank ``rank`` records it: its clock 37 µs per rank later, a
+    straggler's times stretched."""
+    if isinstance(e.get("ts"), (int, float)):
+        e["ts"] = round(origin + (e["ts"] - origin) * stretch + rank * 37.0, 3)
+    if isinstance(e.get("dur"), (int, float)):
+        e["dur"] = round(e["dur"] * stretch, 3)
+    return e
 
 
 def _open_text(path: Path, gzip_level: int | None) -> TextIO:
