@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""What a torch.compile graph break costs the training step: K planted breaks, measured (H200).
+
+Why this exists: GD401 (graph breaks) warned with no estimate whenever a compiled function ran more
+than one graph per call — including on a healthy Hugging Face GPT-2 ``Trainer`` run (5 graphs per
+call). Its estimate now comes from the GPU idle inside the windows between consecutive compiled
+regions of one call (``gpudoctor.trace.graphbreaks``); this script measures what removing the breaks
+really gains, so that band can be checked and calibrated.
+
+For two model sizes — ``launch`` (small batch and width: the GPU waits on the host, breaks should
+cost) and ``gpu`` (large GEMMs: the GPU queue hides the host work of a break, they should cost ~0) —
+it trains a residual MLP of ``DEPTH`` blocks under ``torch.compile`` (default mode) and bf16 autocast
+with K = 0, 2, 8 planted ``torch._dynamo.graph_break()`` between blocks (K + 1 graphs per call),
+times ``--steps`` steps after a warm-up outside the timed loop (``torch.cuda.synchronize`` around it),
+records one 5-step torch.profiler trace per variant and prints one table: variant, compile seconds,
+graphs per call, steps/s and the speedup of K = 0 over K (what removing the breaks gains). One
+command on the GPU machine (Python 3.12, torch with CUDA, no package index; ~3 minutes on an H200)::
+
+    python3 bench/gpu/graph_break_probe.py --out $OUT/h200-graph-breaks
+
+Writes ``probe.json`` and ``<variant>.json.gz`` traces into --out; then, here,
+``.venv/bin/python -m gpudoctor analyze <trace> --format json`` gives GD401's predicted speedup to put
+next to the measured one. ``--cpu --tiny`` dry-runs the whole thing on a CPU in about a minute;
+``--budget-s`` stops it cleanly (variants not started are listed as skipped). Standard library + torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: blocks of the residual MLP; the breaks sit between blocks, so K ≤ DEPTH - 1
+DEPTH = 12
+BREAK_COUNTS = (0, 2, 8)
+#: size → (batch, width) on the GPU; the MLP's hidden layer is 4 × width
+SIZES: dict[str, tuple[int, int]] = {"launch": (32, 256), "gpu": (4096, 2048)}
+TINY_SIZES: dict[str, tuple[int, int]] = {"launch": (4, 16), "gpu": (64, 128)}
+#: size → timed steps per repeat on the GPU (the launch-bound step is ~1-3 ms, the GPU-bound ~20 ms)
+STEPS: dict[str, int] = {"launch": 300, "gpu": 100}
+REPEATS = 3
+WARMUP_STEPS = 10
+PROFILE_STEPS = 5
+
+
+def _segmented_forward(segments: int) -> Callable[..., Any]:
+    """A ``forward`` that runs ``self.segments[0..n-1]`` with a graph break between each pair.
+
+    Written out without a loop on purpose: Dynamo gives up on the whole frame when a graph break
+    sits inside a ``for`` loop, so a loop would run eagerly instead of in K + 1 graphs.
+    """
+    lines = ["def forward(self, x):"]
+    for j in range(segments):
+        if j:
+            lines.append("    torch._dynamo.graph_break()")
+        lines.append(f"    x = self.segments[{j}](x)")
+    lines.append("    return self.head(x).float().square().mean()")
+    import torch
+
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(compile("\n".join(lines), f"<graph_break_probe forward k={segments - 1}>", "exec"), namespace)
+    return namespace["forward"]  # type: ignore[no-any-return]
+
+
+def _model(torch: Any, breaks: int, width: int) -> Any:
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = nn.LayerNorm(width)
+            self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+        def forward(self, x: Any) -> Any:
+            return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            bounds = [0] + [round((i + 1) * DEPTH / (breaks + 1)) for i in range(breaks)] + [DEPTH]
+            self.segments = nn.ModuleList(nn.Sequential(*[Block() for _ in range(bounds[j + 1] - bounds[j])])
+                                          for j in range(breaks + 1))
+            self.head = nn.Linear(width, width)
+
+    # the class's own forward (not a wrapper that calls it), so each call is one compiled frame
+    Net.forward = _segmented_forward(breaks + 1)  # type: ignore[method-assign]
+    return Net()
+
+
+def _variant(size: str, breaks: int, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Compile, warm up, time and profile one (size, K) variant; its row of the table."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    device = "cpu" if args.cpu else "cuda"
+    batch, width = (TINY_SIZES if args.tiny else SIZES)[size]
+    steps = 3 if args.tiny else (args.steps or STEPS[size])
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = _model(torch, breaks, width).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+    compiled = torch.compile(model)
+    x = torch.randn(batch, width, device=device)
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def step() -> None:
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = compiled(x)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    t0 = time.perf_counter()
+    step()  # compiles the forward graphs and, on backward, the backward graphs
+    sync()
+    compile_s = time.perf_counter() - t0
+    graphs = int(counters["stats"].get("unique_graphs", 0))
+    for _ in range(2 if args.tiny else WARMUP_STEPS):
+        step()
+    sync()
+    rates = []
+    for _ in range(1 if args.tiny else REPEATS):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        rates.append(steps / (time.perf_counter() - t0))
+    name = f"{size}_k{breaks}"
+    trace = out / f"{name}.json.gz"
+    plain = out / f"{name}.json"
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities, record_shapes=False,
+                                schedule=torch.profiler.schedule(wait=0, warmup=1, active=PROFILE_STEPS),
+                                on_trace_ready=lambda p: p.export_chrome_trace(str(plain))) as prof:
+        for i in range(1 + PROFILE_STEPS):
+            step()
+            if i == PROFILE_STEPS:
+                sync()  # only before the trace ends: a sync per step would empty the GPU queue each step
+            prof.step()
+    with plain.open("rb") as src, gzip.open(trace, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    plain.unlink()
+    rate = statistics.median(rates)
+    print(f"  {name}: compile {compile_s:.1f} s, {graphs} graph(s), {rate:.1f} steps/s "
+          f"(repeats {', '.join(f'{r:.1f}' for r in rates)})", flush=True)
+    return {"variant": name, "size": size, "breaks": breaks, "batch": batch, "width": width, "depth": DEPTH,
+            "graphs_compiled": graphs, "compile_s": round(compile_s, 2), "steps_timed": steps,
+            "steps_per_s_repeats": [round(r, 3) for r in rates], "steps_per_s": round(rate, 3),
+            "ms_per_step": round(1000.0 / rate, 4), "trace": trace.name}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="directory for probe.json and the traces")
+    parser.add_argument("--cpu", action="store_true", help="run on the CPU (dry run of the plumbing)")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes and 3 timed steps (dry run)")
+    parser.add_argument("--steps", type=int, default=0, help="timed steps per repeat (default: per size)")
+    parser.add_argument("--sizes", default="launch,gpu", help="comma-separated subset of: launch, gpu")
+    parser.add_argument("--breaks", default=",".join(map(str, BREAK_COUNTS)),
+                        help=f"comma-separated planted break counts K (0 ≤ K < {DEPTH}); K=0 is the baseline")
+    parser.add_argument("--budget-s", type=float, default=240.0,
+                        help="stop before starting a variant once this many seconds have passed")
+    args = parser.parse_args(argv)
+    import torch
+
+    if not args.cpu and not torch.cuda.is_available():
+        print("graph_break_probe: no CUDA device; use --cpu --tiny for a dry run", file=sys.stderr)
+        return 2
+    sizes = [s for s in args.sizes.split(",") if s]
+    unknown = [s for s in sizes if s not in SIZES]
+    if unknown:
+        print(f"graph_break_probe: unknown size(s) {', '.join(unknown)}; choose from {', '.join(SIZES)}",
+              file=sys.stderr)
+        return 2
+    try:
+        break_counts = sorted({int(k) for k in args.breaks.split(",") if k})
+    except ValueError:
+        break_counts = [-1]
+    if not break_counts or not all(0 <= k < DEPTH for k in break_counts):
+        print(f"graph_break_probe: --breaks wants integers from 0 to {DEPTH - 1}, got {args.breaks!r}",
+              file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    device = "cpu" if args.cpu else torch.cuda.get_device_name(0)
+    print(f"graph_break_probe: torch {torch.__version__} on {device}; depth {DEPTH}, K in {break_counts}, "
+          f"budget {args.budget_s:.0f} s", flush=True)
+    rows: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for size in sizes:
+        for breaks in break_counts:
+            elapsed = time.perf_counter() - started
+            if elapsed > args.budget_s:
+                skipped.append(f"{size}_k{breaks}")
+                continue
+            rows.append(_variant(size, breaks, args, args.out))
+    base = {r["size"]: r["steps_per_s"] for r in rows if r["breaks"] == 0}
+    for row in rows:
+        row["speedup_k0_over_k"] = round(base[row["size"]] / row["steps_per_s"], 4) if row["size"] in base else None
+    total_s = time.perf_counter() - started
+    print(f"\n{'variant':<10} {'graphs':>6} {'compile s':>9} {'steps/s':>9} {'ms/step':>9} {'K=0 / K':>8}")
+    for row in rows:
+        speedup = row["speedup_k0_over_k"]
+        print(f"{row['variant']:<10} {row['graphs_compiled']:>6} {row['compile_s']:>9.1f} {row['steps_per_s']:>9.1f} "
+              f"{row['ms_per_step']:>9.3f} {(f'{speedup:.3f}x' if speedup else '-'):>8}")
+    if skipped:
+        print(f"skipped (budget {args.budget_s:.0f} s reached): {', '.join(skipped)}")
+    print(f"total {total_s:.0f} s")
+    meta = {"torch": torch.__version__, "device": device, "cpu": args.cpu, "tiny": args.tiny,
+            "pid": os.getpid(), "total_s": round(total_s, 1), "skipped": skipped, "variants": rows}
+    (args.out / "probe.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
