@@ -11,6 +11,7 @@ process that has imported everything — what a ``--jobs N`` worker does.
 
     python3 bench/rank_alone_cost.py --ranks 4 --rank-mb 67           # writes the set under /tmp
     python3 bench/rank_alone_cost.py --dir /tmp/ranks --fork-each
+    python3 bench/rank_alone_cost.py --dir /tmp/ranks --concurrent 16 --top 0
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import sys
 import tempfile
 import time
@@ -35,28 +37,44 @@ from gpudoctor.trace.analysis import analyze_rank_file  # noqa: E402
 from gpudoctor.trace.reader import find_trace_files  # noqa: E402
 
 
-def _timed(path: Path, position: int) -> tuple[float, float]:
+def _timed(path: Path, position: int) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds and minor page faults of analysing one rank here."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     wall, cpu = time.perf_counter(), time.process_time()
     result = analyze_rank_file(str(path), position)
     if isinstance(result, Exception):
         raise SystemExit(f"{path}: {result}")
-    return time.perf_counter() - wall, time.process_time() - cpu
+    return (time.perf_counter() - wall, time.process_time() - cpu,
+            resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
 
 
-def _in_child(path: Path, position: int) -> tuple[float, float]:
-    """Analyse one rank in a forked child; its wall and CPU time come back through a pipe."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+def _in_children(jobs: list[tuple[Path, int]]) -> list[tuple[float, float, int]]:
+    """Analyse each (path, position) in its own forked child, all started together; their times."""
+    go_r, go_w = os.pipe()
+    children = []
+    for path, position in jobs:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            os.close(go_w)
+            os.read(go_r, 1)
+            wall, cpu, faults = _timed(path, position)
+            os.write(w, f"{wall} {cpu} {faults}".encode())
+            os._exit(0)
+        os.close(w)
+        children.append((pid, r))
+    os.close(go_r)
+    time.sleep(0.2)  # every child forked and waiting
+    os.write(go_w, b"g" * len(jobs))
+    os.close(go_w)
+    times = []
+    for pid, r in children:
+        data = os.read(r, 200).decode().split()
         os.close(r)
-        wall, cpu = _timed(path, position)
-        os.write(w, f"{wall} {cpu}".encode())
-        os._exit(0)
-    os.close(w)
-    data = os.read(r, 100).decode().split()
-    os.close(r)
-    os.waitpid(pid, 0)
-    return float(data[0]), float(data[1])
+        os.waitpid(pid, 0)
+        times.append((float(data[0]), float(data[1]), int(data[2])))
+    return times
 
 
 def _profile(path: Path, position: int, top: int) -> str:
@@ -77,7 +95,9 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--rank-mb", type=float, default=67.0)
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--fork-each", action="store_true", help="each rank in a fresh forked child")
+    ap.add_argument("--fork-each", action="store_true", help="each rank in a fresh forked child, one at a time")
+    ap.add_argument("--concurrent", type=int, default=0,
+                    help="instead: this many forked children at once, child i analysing rank i mod the set")
     ap.add_argument("--top", type=int, default=18, help="profile lines per rank (0: no profile)")
     args = ap.parse_args()
     folder = args.dir
@@ -86,16 +106,22 @@ def main() -> int:
         write_rank_set(args.source, folder, args.ranks, rank_mb=args.rank_mb, processes=os.cpu_count() or 1)
     files = find_trace_files([folder])
     size = sum(f.stat().st_size for f in files) / len(files) / 1e6
-    print(f"{len(files)} rank traces in {folder} ({size:.1f} MB each); load {os.getloadavg()[0]:.2f}; "
-          f"{'each in a fresh forked child' if args.fork_each else 'one process, rank after rank'}")
-    print("| rank | wall | CPU |\n|---|---|---|")
-    for i, path in enumerate(files):
-        wall, cpu = _in_child(path, i) if args.fork_each else _timed(path, i)
-        print(f"| {i} ({path.name}) | {wall:.3f} s | {cpu:.3f} s |")
-    if args.top and not args.fork_each and len(files) > 1:
+    mode = (f"{args.concurrent} forked children at once" if args.concurrent else
+            "each in a fresh forked child" if args.fork_each else "one process, rank after rank")
+    print(f"{len(files)} rank traces in {folder} ({size:.1f} MB each); load {os.getloadavg()[0]:.2f}; {mode}")
+    print("| rank | wall | CPU | minor page faults |\n|---|---|---|---|")
+    if args.concurrent:
+        jobs = [(files[i % len(files)], i % len(files)) for i in range(args.concurrent)]
+        rows = list(zip(jobs, _in_children(jobs)))
+    else:
+        rows = [((path, i), _in_children([(path, i)])[0] if args.fork_each else _timed(path, i))
+                for i, path in enumerate(files)]
+    for (path, i), (wall, cpu, faults) in rows:
+        print(f"| {i} ({path.name}) | {wall:.3f} s | {cpu:.3f} s | {faults} |")
+    if args.top and not args.fork_each and not args.concurrent and len(files) > 1:
         print(f"\nprofile of a later rank, this process ({files[-1].name}):")
         print(_profile(files[-1], len(files) - 1, args.top))
-    if args.top and args.fork_each:
+    if args.top and args.fork_each and not args.concurrent:
         print(f"\nprofile of a rank in a fresh forked child ({files[0].name}):")
         r, w = os.pipe()
         pid = os.fork()
