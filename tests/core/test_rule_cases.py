@@ -51,7 +51,7 @@ NO_CASE: dict[tuple[str, int], str] = {
     ("GD301", 3): _ZOO.format("host_sync") + "; host_syncs_per_step from the agent is new this session (issue 13 item 6)",
     ("GD301", 4): _ZOO.format("host_sync"),
     ("GD305", 0): "no recorded run oversubscribed the CPUs; needs a zoo example with more intra-op threads + workers than allowed CPUs",
-    ("GD401", 3): _ZOO.format("graph_breaks"),
+    ("GD401", 4): _ZOO.format("graph_breaks"),
     ("GD402", 0): "no recorded trace compiles inside its profiled steps; needs a profile window that starts before torch.compile's first call",
     ("GD402", 2): _ZOO.format("graph_breaks") + " with a shape change that recompiles",
     ("GD402", 3): "no recorded live run recompiled only in warm-up; needs nanoGPT compiled (its first eval-mode recompile) "

@@ -139,6 +139,13 @@ compiled_graphs_per_step                 trace:rank                             
 compiled_fx_graph_calls_per_step         trace:rank                                    number  trace.steps      CompiledFxGraph calls per step
 compiled_calls_per_step                  trace:rank                                    number  trace.steps      outer calls of compiled functions per step (regions not nested in another region)
 compiled_graphs_per_call                 trace:rank                                    number  trace.steps      compiled graphs per call of a compiled function (largest mean over the functions); above 1 = graph breaks
+graph_break_windows_per_step             trace:rank                                    number  trace.graphbreaks windows per step between consecutive graphs of one compiled call (forward, and the backward pass of a call with several graphs)
+graph_break_backward_windows_per_step    trace:rank                                    number  trace.graphbreaks of graph_break_windows_per_step, those between backward graphs
+graph_break_host_ms_per_step             trace:rank                                    ms      trace.graphbreaks host time per step in those windows (guards, resume frames, the eager code of the breaks)
+graph_break_gpu_idle_ms_per_step         trace:rank                                    ms      trace.graphbreaks GPU idle per step in those windows, mapped onto GPU time (last kernel of graph k to first of graph k+1), idle after a host sync left to GD301
+graph_break_gpu_idle_pct                 trace:rank                                    %       trace.graphbreaks graph_break_gpu_idle_ms_per_step as a share of the profiled step
+graph_break_eager_kernels_per_step       trace:rank                                    number  trace.graphbreaks kernels per step launched eagerly in those windows (work the broken graph could not fuse)
+graph_break_eager_kernel_ms_per_step     trace:rank                                    ms      trace.graphbreaks GPU time per step of those eager kernels
 compiled_region_present                  trace:rank                                    bool    trace.fusion     anything in the trace ran compiled code (Torch-Compiled Region, CompiledFxGraph, triton_ kernels)
 gpu_kernel_ms_per_step                   trace:rank                                    ms      trace.fusion     summed GPU kernel/memcpy/memset time per step, communication kernels left out
 fusible_ms_per_step                      trace:rank                                    ms      trace.fusion     eager memory-bound kernels torch.compile could fuse (elementwise, norm, reduction, softmax, copy/cast), outside Optimizer.step, per step

@@ -16,6 +16,7 @@ from typing import Any
 from gpudoctor.model import FactValue
 from gpudoctor.trace.context import COMPILE_WORK, Context, pct
 from gpudoctor.trace.events import K_KERNEL, K_MEMCPY, EventTable
+from gpudoctor.trace.graphbreaks import compiled_calls, frame_of, graph_break_metrics
 from gpudoctor.trace.timeline import end_times, merge, total
 
 
@@ -132,25 +133,15 @@ def compile_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
                 "compiles_in_steps": 0}
     names = t.names
     fx_calls = ctx.host_ops(t, lambda n: n.startswith("## Call CompiledFxGraph"))
-    frames = {names[t.name[i]].split(":", 1)[-1].strip().split("/")[0] for i in regions}
+    frames = {frame_of(names[t.name[i]]) for i in regions}
     recompiled = {names[t.name[i]] for i in regions if not names[t.name[i]].rstrip().endswith("/0")}
     compile_ops = ctx.host_ops(t, lambda n: any(w in n for w in COMPILE_WORK))
     n = ctx.n_steps
-    # A graph break resumes in a new frame whose region runs *inside* the outer region's call; a
-    # function called N times per step (gradient accumulation) has N outer regions of one graph each.
+    calls = compiled_calls(t, ctx)
     per_call: dict[str, list[int]] = {}  # outer frame → regions nested in each of its calls
-    by_thread: dict[int, list[int]] = {}
-    for i in regions:
-        by_thread.setdefault(t.thread[i], []).append(i)
-    for idx in by_thread.values():
-        end = float("-inf")
-        for i in sorted(idx, key=lambda i: (t.ts[i], -t.dur[i])):
-            if t.ts[i] >= end:  # an outer call: not inside the previous outer region
-                calls = per_call.setdefault(names[t.name[i]].split(":", 1)[-1].strip().split("/")[0], [])
-                calls.append(0)
-                end = t.ts[i] + t.dur[i]
-            calls[-1] += 1
-    outer_calls = sum(len(c) for c in per_call.values())
+    for call in calls:
+        per_call.setdefault(call.frame, []).append(len(call.regions))
+    outer_calls = len(calls)
     return {
         "compiled_graphs_per_step": round(len(regions) / n, 2),
         "compiled_calls_per_step": round(outer_calls / n, 2),
@@ -160,6 +151,7 @@ def compile_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         "recompiled_frames": len(recompiled),
         "compiles_in_steps": len(compile_ops),
         "compile_ms_in_steps": round(sum(t.dur[i] for i in compile_ops) / 1000.0, 3),
+        **graph_break_metrics(t, ctx, calls),
     }
 
 
