@@ -163,6 +163,16 @@ def _variant(size: str, breaks: int, args: argparse.Namespace, out: Path) -> dic
             "ms_per_step": round(1000.0 / rate, 4), "trace": trace.name}
 
 
+def _order(sizes: list[str], break_counts: list[int]) -> list[tuple[str, int]]:
+    """The variants, most telling first: K = 0 and the largest K of every size, then the rest.
+
+    Should the budget run out, what is left out is an intermediate K, not a size's baseline.
+    """
+    first = [(s, k) for k in (break_counts[0], break_counts[-1]) for s in sizes]
+    rest = [(s, k) for s in sizes for k in break_counts[1:-1]]
+    return list(dict.fromkeys(first + rest))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for probe.json and the traces")
@@ -201,13 +211,12 @@ def main(argv: list[str] | None = None) -> int:
           f"budget {args.budget_s:.0f} s", flush=True)
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
-    for size in sizes:
-        for breaks in break_counts:
-            elapsed = time.perf_counter() - started
-            if elapsed > args.budget_s:
-                skipped.append(f"{size}_k{breaks}")
-                continue
-            rows.append(_variant(size, breaks, args, args.out))
+    for size, breaks in _order(sizes, break_counts):
+        if time.perf_counter() - started > args.budget_s:
+            skipped.append(f"{size}_k{breaks}")
+            continue
+        rows.append(_variant(size, breaks, args, args.out))
+    rows.sort(key=lambda r: (sizes.index(r["size"]), r["breaks"]))
     base = {r["size"]: r["steps_per_s"] for r in rows if r["breaks"] == 0}
     for row in rows:
         row["speedup_k0_over_k"] = round(base[row["size"]] / row["steps_per_s"], 4) if row["size"] in base else None
