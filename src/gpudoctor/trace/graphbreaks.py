@@ -84,6 +84,10 @@ def graph_break_metrics(t: EventTable, ctx: Context, calls: list[CompiledCall]) 
     }
     if not ctx.device:  # a CPU-only trace: no GPU timeline to lose time on
         return out
+    if not windows:  # no break: nothing to map onto the GPU (and no pass over its events)
+        out.update({"graph_break_gpu_idle_ms_per_step": 0.0, "graph_break_gpu_idle_pct": 0.0,
+                    "graph_break_eager_kernels_per_step": 0.0, "graph_break_eager_kernel_ms_per_step": 0.0})
+        return out
     launches = _launches_by_thread(t, ctx)
     ts, end, kind = t.ts, end_times(t), t.kind
     busy = merge((ts[i], end[i]) for i in ctx.device if end[i] > ts[i])
