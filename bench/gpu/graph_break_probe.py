@@ -20,7 +20,8 @@ command on the GPU machine (Python 3.12, torch with CUDA, no package index; ~3 m
 
 Writes ``probe.json`` and ``<variant>.json.gz`` traces into --out; then, here,
 ``.venv/bin/python -m gpudoctor analyze <trace> --format json`` gives GD401's predicted speedup to put
-next to the measured one. ``--cpu --tiny`` dry-runs the whole thing on a CPU in about a minute;
+next to the measured one — ``.venv/bin/python bench/gpu/graph_break_probe.py --check DIR`` prints both for
+every trace of a run. ``--cpu --tiny`` dry-runs the whole thing on a CPU in about a minute;
 ``--budget-s`` stops it cleanly (variants not started are listed as skipped). Standard library + torch.
 """
 
@@ -173,9 +174,57 @@ def _order(sizes: list[str], break_counts: list[int]) -> list[tuple[str, int]]:
     return list(dict.fromkeys(first + rest))
 
 
+def check(results: Path) -> int:
+    """GD401's predicted speedup on each K > 0 trace of a probe run next to the measured K=0 / K one.
+
+    Runs here, not on the GPU machine: ``gpudoctor analyze --format json`` (what a user sees) per
+    trace, plus the trace's own facts for the share of the window idle that the measured gain
+    implies: ``(step − step / measured) / graph_break_gpu_idle_ms_per_step`` — what
+    ``break_saving_low/high`` should bracket.
+    """
+    import subprocess
+
+    from gpudoctor.trace.metrics import compute_rank_metrics
+    from gpudoctor.trace.reader import load_trace
+
+    meta = json.loads((results / "probe.json").read_text())
+    print(f"{'variant':<10} {'measured':>8} {'GD401':>8} {'predicted':>13} {'idle ms':>8} {'host ms':>8} "
+          f"{'step ms':>8} {'busy ms':>8} {'implied':>8}")
+    rows = []
+    for row in meta["variants"]:
+        if not row["breaks"] or not row.get("speedup_k0_over_k"):
+            continue
+        trace = results / row["trace"]
+        done = subprocess.run([sys.executable, "-m", "gpudoctor", "analyze", "--format", "json", str(trace)],
+                              capture_output=True, text=True, check=False)
+        findings = json.loads(done.stdout).get("findings", []) if done.stdout.strip() else []
+        gd401 = next((f for f in findings if f["code"] == "GD401"), None)
+        impact = (gd401 or {}).get("impact") or {}
+        values = compute_rank_metrics(load_trace(trace)).values
+        idle = float(values.get("graph_break_gpu_idle_ms_per_step") or 0.0)
+        step = float(values.get("step_time_ms") or 0.0)
+        measured = float(row["speedup_k0_over_k"])
+        implied = (step - step / measured) / idle if idle > 0 and step > 0 else None
+        predicted = (f"{impact['est_speedup_low']:.2f}-{impact['est_speedup_high']:.2f}x" if impact else "none")
+        print(f"{row['variant']:<10} {measured:>7.3f}x {(gd401 or {}).get('severity', '-'):>8} {predicted:>13} "
+              f"{idle:>8.3f} {float(values.get('graph_break_host_ms_per_step') or 0):>8.3f} {step:>8.3f} "
+              f"{float(values.get('gpu_busy_ms_per_step') or 0):>8.3f} "
+              f"{(f'{implied:.2f}' if implied is not None else '-'):>8}")
+        rows.append({"variant": row["variant"], "measured": measured, "severity": (gd401 or {}).get("severity"),
+                     "impact": impact, "implied_saving_share": implied,
+                     **{k: values.get(k) for k in values if k.startswith("graph_break_")},
+                     **{k: values.get(k) for k in ("step_time_ms", "profiled_step_ms", "gpu_busy_ms_per_step",
+                                                   "host_floor_ms", "launch_gap_ms_per_step")}})
+    if os.access(results, os.W_OK):
+        (results / "check.json").write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="directory for probe.json and the traces")
+    parser.add_argument("--check", type=Path, metavar="DIR",
+                        help="here (no GPU, no torch): GD401's prediction on a probe run's traces vs its measurements")
+    parser.add_argument("--out", type=Path, help="directory for probe.json and the traces")
     parser.add_argument("--cpu", action="store_true", help="run on the CPU (dry run of the plumbing)")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes and 3 timed steps (dry run)")
     parser.add_argument("--steps", type=int, default=0, help="timed steps per repeat (default: per size)")
@@ -185,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=240.0,
                         help="stop before starting a variant once this many seconds have passed")
     args = parser.parse_args(argv)
+    if args.check is not None:
+        return check(args.check)
+    if args.out is None:
+        parser.error("--out DIR is required (or --check DIR)")
     import torch
 
     if not args.cpu and not torch.cuda.is_available():
