@@ -30,11 +30,12 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return fmean(known) if known else None
 
 
-def gpu_facts(window: Sequence[GpuSample], pid: int) -> FactSet:
+def gpu_facts(window: Sequence[GpuSample], pid: int, loop_paused: bool = False) -> FactSet:
     """Facts of one GPU from its readings over the last window (last reading for states)."""
     last = window[-1]
     values: dict[str, Any] = {
         "gpu_util_pct": _mean([g.util_pct for g in window]),
+        "loop_paused": loop_paused,
         "mem_used_mib": last.mem_used_mib,
         "mem_total_mib": last.mem_total_mib,
         "mem_used_pct": (100.0 * last.mem_used_mib / last.mem_total_mib
@@ -182,12 +183,30 @@ def shm_need_values(steps: StepStats) -> dict[str, Any]:
             "shm_needed_mib": workers * prefetch * batch}
 
 
+def steps_in_window(totals: Sequence[tuple[float, int]], now: float, window_s: float) -> int | None:
+    """Steps the agent counted in the last ``window_s`` seconds, from its ``steps_total`` at each poll.
+
+    ``totals`` are (time, steps_total) pairs, oldest first. None when the polls do not reach back
+    to the window's start (an agent that just connected): too short to say the loop stood still.
+    """
+    if not totals or totals[0][0] > now - window_s:
+        return None
+    before = next((total for at, total in reversed(totals) if at <= now - window_s), totals[0][1])
+    return max(0, totals[-1][1] - before)
+
+
 def build_factsets(pid: int, gpu_windows: Sequence[Sequence[GpuSample]], proc: ProcessSample | None,
                    shm: ShmSample | None, stacks: StackSample | None, steps: StepStats | None,
-                   session_s: float) -> list[FactSet]:
-    """All live fact sets for one evaluation window."""
+                   session_s: float, window_steps_counted: int | None = None) -> list[FactSet]:
+    """All live fact sets for one evaluation window.
+
+    ``window_steps_counted``: steps the agent counted in this window (:func:`steps_in_window`), or
+    None when unknown. A loop that has stepped before and counted none now is paused (compiling,
+    evaluating, saving, exiting): the GPU's idle then is not a cost of the training step.
+    """
     # Only GPUs the target uses are judged (a CPU-only process on a GPU machine gets no GPU findings).
-    out = [gpu_facts(w, pid) for w in gpu_windows if w and w[-1].target_pids]
+    paused = bool(steps is not None and steps.steps_total > 0 and window_steps_counted == 0)
+    out = [gpu_facts(w, pid, paused) for w in gpu_windows if w and w[-1].target_pids]
     job: dict[str, Any] = {}
     if proc is not None:
         job.update(process_values(proc))

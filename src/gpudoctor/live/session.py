@@ -30,7 +30,7 @@ from gpudoctor.catalog.merge import bound_by_live_input, merge_findings
 from gpudoctor.live import stacks as stacks_mod
 from gpudoctor.live.agentlink import AgentLink
 from gpudoctor.live.bottleneck import live_bottleneck
-from gpudoctor.live.facts import build_factsets
+from gpudoctor.live.facts import build_factsets, steps_in_window
 from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
 from gpudoctor.live.priority import lower_thread_priority
@@ -58,6 +58,8 @@ CLOSE_JOIN_S = 3.0
 AGENT_BUSY_PCT = 20.0
 #: Raw step times kept for the report (``steps.step_ms``, what ``compare`` bootstraps); the newest win.
 STEP_SAMPLES_MAX = 2000
+#: Agent polls (one a second) kept to count the steps of an evaluation window.
+STEP_TOTALS_MAX = 600
 #: The automatic profile window waits for this many steps in the agent's window (a warmed-up loop) …
 AUTO_PROFILE_MIN_STEPS = 3
 #: … and the agent ends it after this long whatever the loop does (CUPTI is torn down after it).
@@ -116,6 +118,7 @@ class LiveSession:
         self.first_finding_at: dict[str, float] = {}   # rule code → seconds after start it first showed
         self._step_samples: deque[float] = deque(maxlen=STEP_SAMPLES_MAX)
         self._samples_total: int | None = None          # agent's steps_total at the last poll
+        self._step_totals: deque[tuple[float, int]] = deque(maxlen=STEP_TOTALS_MAX)  # (time, steps_total) per poll
         self._profile_was_busy = False
         self._auto_profile_steps = auto_profile_steps
         self._auto_profile_asked = False
@@ -294,6 +297,8 @@ class LiveSession:
         total, recent = reply.get("steps_total"), reply.get("recent_step_times_ms")
         if not isinstance(total, int) or not isinstance(recent, list):
             return
+        with self._lock:
+            self._step_totals.append((time.time(), total))
         state = self._agent.state().profile_state
         busy = state is not None and not state.over
         previous, self._samples_total = self._samples_total, total
@@ -337,7 +342,8 @@ class LiveSession:
                     if gpu.timestamp >= horizon:
                         gpu_window.setdefault(gpu.index, []).append(gpu)
             factsets = build_factsets(self.pid, list(gpu_window.values()), self._process, self._shm,
-                                      self._stacks, self._agent.steps, now - self.started_at)
+                                      self._stacks, self._agent.steps, now - self.started_at,
+                                      steps_in_window(self._step_totals, now, self.window_s))
         if self._ranks is not None:
             factsets.extend(self._ranks.evaluate(now, self._gpu_hist[-1] if self._gpu_hist else ()))
         result = evaluate(self.catalog, factsets, [Source.LIVE], self.options)

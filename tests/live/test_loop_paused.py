@@ -1,0 +1,59 @@
+"""GD101 live does not judge a window in which a loop that stepped before counts no step.
+
+The timm ResNet-50 benchmark (bf16, compiled, 94% busy in its profiled steps on the H200) warned
+GD101 from the windows after its last step while the process exited; compiling and evaluation
+windows idle the GPU the same way without costing a training step anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpudoctor.agent.protocol import StepStats
+from gpudoctor.catalog import load_catalog
+from gpudoctor.catalog.engine import evaluate
+from gpudoctor.live.facts import build_factsets, steps_in_window
+from gpudoctor.live.samples import GpuSample
+from gpudoctor.model import Source
+
+CATALOG = load_catalog([])
+
+
+def _gpu(util: float) -> GpuSample:
+    fields = {f.name: None for f in dataclasses.fields(GpuSample)}
+    fields.update(index=0, name="H200", timestamp=100.0, util_pct=util, target_pids=(10,), other_pids=(),
+                  throttle_reasons=())
+    return GpuSample(**fields)  # type: ignore[arg-type]
+
+
+def _steps(total: int) -> StepStats:
+    fields = {f.name: None for f in dataclasses.fields(StepStats)}
+    fields.update(timestamp=100.0, steps_total=total, window_steps=min(total, 8), step_source="optimizer",
+                  graph_break_reasons=())
+    return StepStats(**fields)  # type: ignore[arg-type]
+
+
+def _gd101(steps: StepStats | None, counted: int | None) -> list[str]:
+    factsets = build_factsets(10, [[_gpu(5.0)]], None, None, None, steps, 30.0, counted)
+    return [f.code for f in evaluate(CATALOG, factsets, [Source.LIVE]).findings if f.code == "GD101"]
+
+
+def test_an_idle_gpu_while_the_loop_steps_is_judged() -> None:
+    assert _gd101(_steps(500), 12) == ["GD101"]
+
+
+def test_an_idle_gpu_while_a_loop_that_stepped_counts_no_step_is_not_judged() -> None:
+    assert _gd101(_steps(500), 0) == []
+
+
+def test_before_the_first_step_or_without_an_agent_nvml_alone_still_judges() -> None:
+    assert _gd101(_steps(0), 0) == ["GD101"]      # no step ever seen: the loop may not be detectable
+    assert _gd101(None, None) == ["GD101"]        # no agent at all
+    assert _gd101(_steps(500), None) == ["GD101"]  # polls too short to tell
+
+
+def test_steps_in_window_counts_from_the_last_poll_before_the_window() -> None:
+    polls = [(90.0, 100), (95.0, 150), (100.0, 200), (105.0, 200), (110.0, 200)]
+    assert steps_in_window(polls, now=110.0, window_s=12.0) == 50    # from the poll at 95 s (150) to 200
+    assert steps_in_window(polls, now=110.0, window_s=10.0) == 0     # the last step was counted by 100 s
+    assert steps_in_window(polls, now=110.0, window_s=30.0) is None  # polls start at 90 s
