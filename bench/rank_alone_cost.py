@@ -12,6 +12,7 @@ process that has imported everything — what a ``--jobs N`` worker does.
     python3 bench/rank_alone_cost.py --ranks 4 --rank-mb 67           # writes the set under /tmp
     python3 bench/rank_alone_cost.py --dir /tmp/ranks --fork-each
     python3 bench/rank_alone_cost.py --dir /tmp/ranks --concurrent 16 --top 0
+    python3 bench/rank_alone_cost.py --dir /tmp/ranks --fork-each --bare-parent --top 0
 """
 
 from __future__ import annotations
@@ -33,12 +34,16 @@ sys.path.insert(0, str(HERE))
 
 from trace_synth import DEFAULT_SOURCE, write_rank_set  # noqa: E402
 
-from gpudoctor.trace.analysis import analyze_rank_file  # noqa: E402
-from gpudoctor.trace.reader import find_trace_files  # noqa: E402
+
+def _analyzer():  # imported late: --bare-parent forks before gpudoctor is imported
+    from gpudoctor.trace.analysis import analyze_rank_file
+
+    return analyze_rank_file
 
 
 def _timed(path: Path, position: int) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds and minor page faults of analysing one rank here."""
+    analyze_rank_file = _analyzer()  # (a child of a bare parent imports here, before the clock starts)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     wall, cpu = time.perf_counter(), time.process_time()
     result = analyze_rank_file(str(path), position)
@@ -80,7 +85,7 @@ def _in_children(jobs: list[tuple[Path, int]]) -> list[tuple[float, float, int]]
 def _profile(path: Path, position: int, top: int) -> str:
     prof = cProfile.Profile()
     prof.enable()
-    analyze_rank_file(str(path), position)
+    _analyzer()(str(path), position)
     prof.disable()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
@@ -98,16 +103,26 @@ def main() -> int:
     ap.add_argument("--fork-each", action="store_true", help="each rank in a fresh forked child, one at a time")
     ap.add_argument("--concurrent", type=int, default=0,
                     help="instead: this many forked children at once, child i analysing rank i mod the set")
+    ap.add_argument("--bare-parent", action="store_true",
+                    help="with --fork-each/--concurrent: fork before importing gpudoctor, so a child writes "
+                         "to no page it shares with the parent's imports (each child imports it, untimed)")
     ap.add_argument("--top", type=int, default=18, help="profile lines per rank (0: no profile)")
     args = ap.parse_args()
     folder = args.dir
     if folder is None:
         folder = Path(tempfile.mkdtemp(prefix="gd-ranks-"))
         write_rank_set(args.source, folder, args.ranks, rank_mb=args.rank_mb, processes=os.cpu_count() or 1)
-    files = find_trace_files([folder])
+    if args.bare_parent:
+        files = sorted(p for p in folder.iterdir() if ".json" in p.name)
+    else:
+        from gpudoctor.trace.reader import find_trace_files
+
+        files = find_trace_files([folder])
     size = sum(f.stat().st_size for f in files) / len(files) / 1e6
     mode = (f"{args.concurrent} forked children at once" if args.concurrent else
             "each in a fresh forked child" if args.fork_each else "one process, rank after rank")
+    if args.bare_parent:
+        mode += " of a parent that has not imported gpudoctor"
     print(f"{len(files)} rank traces in {folder} ({size:.1f} MB each); load {os.getloadavg()[0]:.2f}; {mode}")
     print("| rank | wall | CPU | minor page faults |\n|---|---|---|---|")
     if args.concurrent:
