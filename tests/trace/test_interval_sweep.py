@@ -53,3 +53,18 @@ def test_clip_equals_clipping_every_piece() -> None:
         lo = float(rng.randrange(-4, 40)) / 2
         hi = lo + float(rng.randrange(0, 40)) / 2
         assert _clip(union, lo, hi) == _clip_by_loop(union, lo, hi)
+
+
+def test_union_of_runs_equals_merging_the_intervals_in_the_window() -> None:
+    from gpudoctor.trace.bottleneck import _union_of_runs
+
+    rng = random.Random(23)
+    for _ in range(3000):
+        starts, x = [], 0.0
+        for _ in range(rng.randrange(0, 40)):  # mostly ascending, with descents (per-thread blocks meeting)
+            x += rng.choice([0.0, 0.5, 1.0, 2.0, -5.0, -20.0])
+            starts.append(x)
+        ends = [a + rng.choice([0.0, 0.5, 1.0, 3.0, 10.0]) for a in starts]
+        lo, hi = rng.choice([(-100.0, 100.0), (-3.0, 10.0), (0.0, 0.0)])
+        expected = merge((a, b) for a, b in zip(starts, ends) if lo <= a <= hi)
+        assert _union_of_runs(starts, ends, lo, hi) == expected

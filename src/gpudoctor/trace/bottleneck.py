@@ -236,34 +236,40 @@ def _first_class_wins(classes: Sequence[Sequence[Interval]]) -> tuple[list[list[
     minus those of classes 0…k-1, as maximal pieces (what subtracting the union of the earlier
     classes from it gives); the union is :func:`merge` of everything. One sweep over the sorted edges
     (each class is 0 or 1 deep, its intervals being merged) instead of one subtraction and one
-    re-merge of the growing union per class; every end point is an input end point, unchanged.
+    re-merge of the growing union per class; every end point is an input end point, unchanged. A
+    piece is written only where the winning class changes (not one per edge), and the edges are
+    sorted by position alone: the order of the edges at one position does not matter, all of them
+    are applied before the next position is looked at.
     """
     edges: list[tuple[float, int]] = []
-    for k, spans in enumerate(classes):  # (edge, class) pairs made by C-level iterators, not a nested comprehension
-        edges += zip(chain.from_iterable(spans), repeat(k))
-    edges.sort()
+    for k, spans in enumerate(classes):  # (edge, class bit) pairs made by C-level iterators, not a nested comprehension
+        edges += zip(chain.from_iterable(spans), repeat(1 << k))
+    edges.sort(key=_START)
     own: list[list[Interval]] = [[] for _ in classes]
     union: list[Interval] = []
+    if not edges:
+        return own, union
+    winner_of = [(mask & -mask).bit_length() - 1 for mask in range(1 << len(classes))]  # lowest set bit; -1 for 0
     active = 0  # bit k: class k is inside one of its intervals
-    n = len(edges)
-    i = 0
-    while i < n:
-        x = edges[i][0]
-        while i < n and edges[i][0] == x:  # every edge at x (a class's end and next start may coincide)
-            active ^= 1 << edges[i][1]
-            i += 1
-        if not active or i == n:
-            continue
-        nxt = edges[i][0]
-        pieces = own[(active & -active).bit_length() - 1]
-        if pieces and pieces[-1][1] == x:
-            pieces[-1] = (pieces[-1][0], nxt)
-        else:
-            pieces.append((x, nxt))
-        if union and union[-1][1] == x:
-            union[-1] = (union[-1][0], nxt)
-        else:
-            union.append((x, nxt))
+    owner = -1  # the class whose piece is open (-1: none), since owner_from
+    owner_from = union_from = 0.0
+    at = edges[0][0]
+    for x, bit in edges:
+        if x != at:  # every edge at ``at`` is applied: ``active`` holds on [at, x)
+            winner = winner_of[active]
+            if winner != owner:
+                if owner >= 0:
+                    own[owner].append((owner_from, at))
+                else:
+                    union_from = at
+                if winner < 0:
+                    union.append((union_from, at))
+                owner, owner_from = winner, at
+            at = x
+        active ^= bit
+    if owner >= 0:  # the last position closes every interval (each toggles its bit twice)
+        own[owner].append((owner_from, at))
+        union.append((union_from, at))
     return own, union
 
 
@@ -282,46 +288,48 @@ def _span_minus(a: float, b: float, cut: Sequence[Interval]) -> list[Interval]:
 
 def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tuple[float, float]:
     """µs the host's threads run training work inside the steps (union over threads), and of it in the DataLoader."""
-    counted = bytes(0 if n.startswith("ProfilerStep") else 1 for n in t.names)
     lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
-    # host kinds by a byte table over the kind column (host events carry no stream), then the
-    # events that start inside the steps and are not a step itself: C-level passes only
-    host_kind = t.kind.translate(_HOST_ACTIVE_MASK)
-    merged = _union_of_runs(compress(t.ts, host_kind), compress(end_times(t), host_kind), compress(t.name, host_kind),
-                            counted, lo, hi)
+    # host kinds by a byte table over the kind column (host events carry no stream), less the few
+    # ProfilerStep events themselves (found by name): the columns are then selected by C-level passes
+    host = bytearray(t.kind.translate(_HOST_ACTIVE_MASK))
+    for i in t.positions_of([nid for nid, n in enumerate(t.names) if n.startswith("ProfilerStep")]):
+        host[i] = 0
+    merged = _union_of_runs(compress(t.ts, host), compress(end_times(t), host), lo, hi)
     inside = sum(total(_clip(merged, a, b)) for _, a, b in ctx.steps)
     in_loader = sum(intersection_length(_clip(merged, a, b), _clip(loader, a, b)) for _, a, b in ctx.steps)
     return inside, in_loader
 
 
-def _union_of_runs(starts: Iterable[float], ends: Iterable[float], names: Iterable[int], counted: bytes, lo: float,
-                   hi: float) -> list[Interval]:
-    """:func:`merge` of the intervals that start in [lo, hi] and whose name is ``counted`` (none inverted).
+def _union_of_runs(starts: Iterable[float], ends: Iterable[float], lo: float, hi: float) -> list[Interval]:
+    """:func:`merge` of the intervals that start in [lo, hi] (none inverted).
 
     Host events come nearly in time order (a few descents where Kineto's per-thread blocks meet), so
-    each ascending run is merged as it is read, with no tuple per event and no sort; the runs'
-    pieces, when there is more than one run, are merged once more (a union of unions is the union,
-    with the same end points).
+    the intervals are merged as they are read, with no tuple per event and no sort: one that starts
+    inside the open group extends it, one after it opens the next group, and one before the group's
+    start begins a new run, whose pieces are merged once more at the end (the union's connected
+    pieces are the same whatever the order they were found in, end points included).
     """
+    inf = float("inf")
     out: list[Interval] = []
-    group_start = running = prev = float("-inf")
-    started = runs = False
-    for a, b, nid in zip(starts, ends, names):
-        if a < lo or a > hi or not counted[nid]:
+    group_start = running = -inf
+    runs = False
+    for a, b in zip(starts, ends):
+        if a < lo or a > hi:
             continue
-        if a < prev:  # a new ascending run: close the group, merge the pieces at the end
+        if a > running:  # after the open group: the next one (the first piece, -inf to -inf, is dropped)
             out.append((group_start, running))
-            started, runs = False, True
-        prev = a
-        if started and a <= running:
+            group_start, running = a, b
+        elif a >= group_start:  # inside the open group
             if b > running:
                 running = b
-        else:
-            if started:
-                out.append((group_start, running))
-            group_start, running, started = a, b, True
-    if started:
-        out.append((group_start, running))
+        else:  # before the open group's start: a new ascending run
+            out.append((group_start, running))
+            group_start, running = a, b
+            runs = True
+    if not out:
+        return out
+    out.append((group_start, running))
+    del out[0]
     return merge(out) if runs else out
 
 

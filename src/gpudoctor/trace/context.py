@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import operator
+import sys
 from itertools import compress, islice
 from typing import Any
 
@@ -23,11 +24,16 @@ from gpudoctor.trace.events import (
     K_OTHER,
     K_RUNTIME,
     EventTable,
+    Mask,
+    mask_and,
+    mask_not,
+    mask_positions,
 )
 
 HOST_KINDS = (K_CPU_OP, K_ANNOTATION, K_OTHER)
 _DEVICE_MASK = bytes(1 if K_KERNEL <= k <= K_MEMSET else 0 for k in range(256))
 _RUNTIME_MASK = bytes(1 if k == K_RUNTIME else 0 for k in range(256))
+_CPU_OP_MASK = bytes(1 if k == K_CPU_OP else 0 for k in range(256))
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
                "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize")
@@ -67,29 +73,23 @@ class Context:
                   or any(w in n for w in COMPILE_WORK)}
         aten = {i for i, n in enumerate(names) if n.startswith("aten::")}
         syncs = {i for i, n in enumerate(names) if n in SYNC_CALLS}
-        kind, name, corr, stream, thread = t.kind, t.name, t.correlation, t.stream, t.thread
+        kind = t.kind
         # Index lists by kind through C-level byte masks (bytes.translate + compress), not a Python loop.
-        positions = range(len(kind))
-        self.device = list(compress(positions, kind.translate(_DEVICE_MASK)))
-        runtime = list(compress(positions, kind.translate(_RUNTIME_MASK)))
-        self.launch_by_corr = {corr[i]: i for i in runtime if corr[i] >= 0}
-        self.sync_calls = [i for i in runtime if name[i] in syncs]
-        interesting = wanted | aten
-        host_by_name, aten_by_thread = self.host_by_name, self.aten_by_thread
-        for i in t.positions_of(interesting):
-            if stream[i] >= 0:
-                continue
-            k = kind[i]
-            if k not in HOST_KINDS:
-                continue
-            nid = name[i]
-            if nid in wanted:
-                host_by_name.setdefault(nid, []).append(i)
-            elif k == K_CPU_OP:  # one list per thread, created once (not a fresh [] per event for setdefault)
-                ops = aten_by_thread.get(thread[i])
-                if ops is None:
-                    ops = aten_by_thread[thread[i]] = []
-                ops.append(i)
+        self.device = list(compress(range(len(kind)), kind.translate(_DEVICE_MASK)))
+        with_id = mask_and(kind.translate(_RUNTIME_MASK), t.nonnegative("correlation"))
+        launches = mask_positions(with_id)
+        self.launch_by_corr = dict(zip(map(t.correlation.__getitem__, launches), launches))
+        self.sync_calls = [i for i in t.positions_of(syncs) if kind[i] == K_RUNTIME] if syncs else []
+        host = mask_not(t.nonnegative("stream"))
+        name = t.name
+        host_by_name = self.host_by_name
+        for i in t.positions_of(wanted):
+            if host[i] and kind[i] in HOST_KINDS:
+                host_by_name.setdefault(name[i], []).append(i)
+        aten -= wanted
+        if aten:
+            ops = mask_and(mask_and(t.name_mask(aten), kind.translate(_CPU_OP_MASK)), host)
+            self.aten_by_thread = _by_thread(t, ops)
 
     def host_ops(self, t: EventTable, predicate: Any) -> list[int]:
         """Host events inside the steps whose name satisfies ``predicate`` (names pre-selected above)."""
@@ -187,3 +187,32 @@ class Context:
 
     def in_steps(self, ts_us: float) -> bool:
         return self.step_of(ts_us) is not None
+
+
+def _by_thread(t: EventTable, mask: Mask) -> dict[int, list[int]]:
+    """The masked events' indices (ascending) per thread id, the threads in the order of their first event.
+
+    The indices are found once; when the thread ids fit a byte, each thread's share of them is
+    picked by a byte mask over those indices' thread bytes (C-level ``compress``), else by one
+    look-up per index.
+    """
+    positions = mask_positions(mask)
+    if not positions:
+        return {}
+    thread = t.thread
+    if len(t.threads) > 256:
+        out: dict[int, list[int]] = {}
+        for i in positions:
+            ops = out.get(thread[i])
+            if ops is None:
+                ops = out[thread[i]] = []
+            ops.append(i)
+        return out
+    size = thread.itemsize
+    low = bytes(compress(thread.tobytes()[0 if sys.byteorder == "little" else size - 1::size], mask))
+    present = set(low)
+    if len(present) == 1:
+        return {thread[positions[0]]: positions}
+    per = {th: list(compress(positions, low.translate(bytes(1 if b == th else 0 for b in range(256)))))
+           for th in present}
+    return dict(sorted(per.items(), key=lambda item: item[1][0]))

@@ -223,10 +223,7 @@ class EventTable:
         size = self.name.itemsize
         out: list[int] = []
         if 0 < len(self.names) <= 256:  # every id fits its lowest byte: one byte per event, one search
-            low: bytes | None = self.cache.get("name_low_bytes")
-            if low is None:
-                low = self.cache["name_low_bytes"] = self.name.tobytes()[0 if sys.byteorder == "little" else size - 1::size]
-            hits = low.translate(bytes(1 if k in ids else 0 for k in range(256)))
+            hits = self._name_low_bytes().translate(bytes(1 if k in ids else 0 for k in range(256)))
             if hits.count(1) > len(hits) >> 4:  # many: one C-level pass beats a find per hit
                 return list(compress(range(len(hits)), hits))
             at = hits.find(1)
@@ -251,7 +248,82 @@ class EventTable:
         out.sort()
         return out
 
+    def _name_low_bytes(self) -> bytes:
+        """The name column's lowest bytes, one per event (the whole id when there are ≤ 256 names)."""
+        low: bytes | None = self.cache.get("name_low_bytes")
+        if low is None:
+            size = self.name.itemsize
+            low = self.cache["name_low_bytes"] = self.name.tobytes()[0 if sys.byteorder == "little" else size - 1::size]
+        return low
 
+    def name_mask(self, name_ids: Iterable[int]) -> bytes:
+        """One byte per event, 1 where its name id is one of ``name_ids`` (to combine with other masks:
+        :func:`mask_and`): one ``bytes.translate`` when every id fits a byte, else from :meth:`positions_of`."""
+        ids = set(name_ids)
+        if 0 < len(self.names) <= 256:
+            return self._name_low_bytes().translate(bytes(1 if k in ids else 0 for k in range(256)))
+        mask = bytearray(len(self.kind))
+        for i in self.positions_of(ids):
+            mask[i] = 1
+        return bytes(mask)
+
+    def nonnegative(self, column: str) -> bytes:
+        """One byte per event, 1 where the (8-byte integer) column ``stream``/``correlation``/``nbytes``
+        is ≥ 0: the sign bytes of the column, translated — C-level, no Python per event."""
+        key = "nonnegative:" + column
+        mask: bytes | None = self.cache.get(key)
+        if mask is None:
+            col: array = getattr(self, column)
+            high = col.tobytes()[col.itemsize - 1 if sys.byteorder == "little" else 0::col.itemsize]
+            mask = self.cache[key] = high.translate(_SIGN_CLEAR)
+        return mask
+
+    def not_minus_one(self, column: str) -> bytes:
+        """One byte per event, 1 where the column is not -1 (the value of an absent id): the
+        :meth:`nonnegative` mask when every negative value is -1 (counted in C), else one test per event."""
+        mask = self.nonnegative(column)
+        col: array = getattr(self, column)
+        if col.count(-1) == len(mask) - mask.count(1):
+            return mask
+        return bytes([x != -1 for x in col])
+
+
+#: ``bytes.translate`` tables: 1 for a byte without its top bit (a non-negative value's sign byte);
+#: 0 ↔ 1 (the complement of a 0/1 mask).
+_SIGN_CLEAR = bytes(1 if b < 0x80 else 0 for b in range(256))
+_FLIP = bytes([1, 0]) + bytes(254)
+
+
+#: A 0/1 byte per event of one table (``bytes.translate`` of a bytearray column gives a bytearray).
+Mask = bytes | bytearray
+
+
+def mask_and(a: Mask, b: Mask) -> bytes:
+    """The event-wise AND of two 0/1 masks of one table (as two big integers: C-level)."""
+    return (int.from_bytes(a, "little") & int.from_bytes(b, "little")).to_bytes(len(a), "little")
+
+
+def mask_or(a: Mask, b: Mask) -> bytes:
+    """The event-wise OR of two 0/1 masks of one table."""
+    return (int.from_bytes(a, "little") | int.from_bytes(b, "little")).to_bytes(len(a), "little")
+
+
+def mask_not(a: Mask) -> Mask:
+    """The complement of a 0/1 mask."""
+    return a.translate(_FLIP)
+
+
+def mask_positions(mask: Mask) -> list[int]:
+    """Indices, ascending, of a 0/1 mask's ones: ``bytes.find`` from one to the next when they are few,
+    one C-level ``compress`` when they are many."""
+    if mask.count(1) > len(mask) >> 4:
+        return list(compress(range(len(mask)), mask))
+    out: list[int] = []
+    at = mask.find(1)
+    while at >= 0:
+        out.append(at)
+        at = mask.find(1, at + 1)
+    return out
 
 
 class Builder:

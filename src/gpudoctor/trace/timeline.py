@@ -17,10 +17,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, islice
 
+from gpudoctor.trace.events import mask_and, mask_not, mask_positions
 from gpudoctor.trace.reader import K_PYTHON, EventTable
 
 _PROFILER_STEP = "ProfilerStep"
 _SYNC_NAMES = ("Event Sync", "Context Sync")
+_PYTHON_MASK = bytes(1 if k == K_PYTHON else 0 for k in range(256))
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
 Interval = tuple[float, float]
@@ -122,35 +124,44 @@ def _hta_device_events(t: EventTable) -> DeviceSelection:
     names = t.names
     step_ids = {i for i, n in enumerate(names) if _PROFILER_STEP in n}
     sync_ids = {i for i, n in enumerate(names) if n in _SYNC_NAMES}
-    kind, name, ts, dur = t.kind, t.name, t.ts, t.dur
-    stream, corr = t.stream, t.correlation
+    kind, ts, dur, corr = t.kind, t.ts, t.dur, t.correlation
     # Device candidates: HTA's "GPU kernels" (stream and correlation ≥ 0, or a sync by name) and
-    # the other events that carry a stream.
-    device = [i for i, s in enumerate(stream) if s != -1]
-    if sync_ids:
-        device = sorted({*device, *t.positions_of(sync_ids)})
-    is_gpu = {i for i in device if (stream[i] >= 0 and corr[i] >= 0) or name[i] in sync_ids}
+    # the other events that carry a stream — selected by C-level passes over byte masks.
+    has_stream = t.not_minus_one("stream")
+    gpu = bytearray(mask_and(t.nonnegative("stream"), t.nonnegative("correlation")))
+    syncs = t.positions_of(sync_ids) if sync_ids else []
+    for i in syncs:
+        gpu[i] = 1
     rounding = t.ns_resolution
     dropped = False
     if len(step_ids) >= 2:
-        step_starts = [ts[i] for i in t.positions_of(step_ids)
-                       if kind[i] != K_PYTHON and i not in is_gpu]
+        step_starts = [ts[i] for i in t.positions_of(step_ids) if kind[i] != K_PYTHON and not gpu[i]]
         last_start = max(step_starts)
         if rounding:
             last_start = math.ceil(last_start)
         # ceil(ts) < L  <=>  ts <= L - 1 for an integer L (rounding), else ts < L.
         limit = float(last_start - 1 if rounding else last_start)
-        early = bytearray([x <= limit for x in ts] if rounding else [x < limit for x in ts])  # 1: starts before the limit
-        for i in is_gpu:
-            early[i] = 0
-        allowed = set(compress(corr, early))
-        for i in is_gpu:
-            early[i] = 1 if (ts[i] <= limit if rounding else ts[i] < limit) else 0
-        index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1
-                 and (corr[i] in allowed if i in is_gpu else early[i])]
+        # The correlation ids of the other events that start before the limit: those with an id
+        # (≥ 0) by C-level selection; -1 (no id) only when a selected GPU event has it too (a sync).
+        host = mask_not(gpu)
+        with_id = mask_and(host, t.nonnegative("correlation"))
+        allowed = _ids_before(compress(corr, with_id), compress(ts, with_id), limit, rounding)
+        if any(corr[i] < 0 for i in syncs if gpu[i]):  # only a sync can be a GPU event without an id
+            rest = mask_and(host, mask_not(with_id))
+            allowed |= _ids_before(compress(corr, rest), compress(ts, rest), limit, rounding)
+        # the GPU events whose launch is allowed, and the other device events that start before the limit
+        kept = mask_and(has_stream, mask_not(kind.translate(_PYTHON_MASK)))
+        gpu_kept = mask_positions(mask_and(kept, gpu))
+        gpu_kept = list(compress(gpu_kept, map(allowed.__contains__, map(corr.__getitem__, gpu_kept))))
+        other = mask_positions(mask_and(kept, mask_not(gpu)))
+        if rounding:
+            other = [i for i in other if ts[i] <= limit]
+        else:
+            other = [i for i in other if ts[i] < limit]
+        index = sorted(gpu_kept + other) if other else gpu_kept
         dropped = True
     else:
-        index = [i for i in device if kind[i] != K_PYTHON and stream[i] != -1]
+        index = mask_positions(mask_and(has_stream, mask_not(kind.translate(_PYTHON_MASK))))
     if rounding:
         start = [float(math.ceil(ts[i])) for i in index]
         end = [float(math.floor(ts[i] + dur[i])) for i in index]
@@ -158,6 +169,13 @@ def _hta_device_events(t: EventTable) -> DeviceSelection:
         start = [ts[i] for i in index]
         end = [ts[i] + dur[i] for i in index]
     return DeviceSelection(index, start, end, dropped)
+
+
+def _ids_before(ids: Iterable[int], starts: Iterable[float], limit: float, rounding: bool) -> set[int]:
+    """The ids of the events that start before ``limit`` (at or before it when ``rounding``)."""
+    starts = list(starts)
+    early = [x <= limit for x in starts] if rounding else [x < limit for x in starts]
+    return set(compress(ids, early))
 
 
 def step_spans(t: EventTable) -> list[tuple[int, float, float]]:
