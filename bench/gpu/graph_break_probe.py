@@ -11,7 +11,8 @@ For two model sizes — ``launch`` (small batch and width: the GPU waits on the 
 cost) and ``gpu`` (large GEMMs: the GPU queue hides the host work of a break, they should cost ~0) —
 it trains a residual MLP of ``DEPTH`` blocks under ``torch.compile`` (default mode) and bf16 autocast
 with K = 0, 2, 8 planted ``torch._dynamo.graph_break()`` between blocks (K + 1 graphs per call),
-times ``--steps`` steps after a warm-up outside the timed loop (``torch.cuda.synchronize`` around it),
+compiles every K of a size, then times ``--steps`` steps per repeat after a warm-up outside the timed
+loop (``torch.cuda.synchronize`` around it), the repeats taking turns between the K (drift-proof),
 records one 5-step torch.profiler trace per variant and prints one table: variant, compile seconds,
 graphs per call, steps/s and the speedup of K = 0 over K (what removing the breaks gains). One
 command on the GPU machine (Python 3.12, torch with CUDA, no package index; ~3 minutes on an H200)::
@@ -31,6 +32,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -47,7 +49,7 @@ SIZES: dict[str, tuple[int, int]] = {"launch": (32, 256), "gpu": (4096, 2048)}
 TINY_SIZES: dict[str, tuple[int, int]] = {"launch": (4, 16), "gpu": (64, 128)}
 #: size → timed steps per repeat on the GPU (the launch-bound step is ~1-3 ms, the GPU-bound ~20 ms)
 STEPS: dict[str, int] = {"launch": 300, "gpu": 100}
-REPEATS = 3
+REPEATS = 5
 WARMUP_STEPS = 10
 PROFILE_STEPS = 5
 
@@ -96,82 +98,130 @@ def _model(torch: Any, breaks: int, width: int) -> Any:
     return Net()
 
 
-def _variant(size: str, breaks: int, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """Compile, warm up, time and profile one (size, K) variant; its row of the table."""
-    import torch
-    from torch._dynamo.utils import counters
+class _Variant:
+    """One (size, K) variant: its compiled training step, compile time and timed rates."""
 
-    device = "cpu" if args.cpu else "cuda"
-    batch, width = (TINY_SIZES if args.tiny else SIZES)[size]
-    steps = 3 if args.tiny else (args.steps or STEPS[size])
-    torch._dynamo.reset()
-    counters.clear()
-    torch.manual_seed(0)
-    model = _model(torch, breaks, width).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
-    compiled = torch.compile(model)
-    x = torch.randn(batch, width, device=device)
+    def __init__(self, size: str, breaks: int, args: argparse.Namespace) -> None:
+        import torch
+        from torch._dynamo.utils import counters
 
-    def sync() -> None:
-        if device == "cuda":
+        self.size, self.breaks, self.name = size, breaks, f"{size}_k{breaks}"
+        self.device = "cpu" if args.cpu else "cuda"
+        self.batch, self.width = (TINY_SIZES if args.tiny else SIZES)[size]
+        self.rates: list[float] = []
+        torch.manual_seed(0)
+        model = _model(torch, breaks, self.width).to(self.device)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+        compiled = torch.compile(model)  # its own Net class and forward: its own Dynamo cache entry
+        x = torch.randn(self.batch, self.width, device=self.device)
+
+        def step() -> None:
+            with torch.autocast(self.device, dtype=torch.bfloat16):
+                loss = compiled(x)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        self.step = step
+        before = int(counters["stats"].get("unique_graphs", 0))
+        t0 = time.perf_counter()
+        step()  # compiles the forward graphs and, on backward, the backward graphs
+        self.sync()
+        self.compile_s = time.perf_counter() - t0
+        self.graphs = int(counters["stats"].get("unique_graphs", 0)) - before
+        for _ in range(2 if args.tiny else WARMUP_STEPS):
+            step()
+        self.sync()
+        print(f"  {self.name}: compile {self.compile_s:.1f} s, {self.graphs} graph(s)", flush=True)
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            import torch
+
             torch.cuda.synchronize()
 
-    def step() -> None:
-        with torch.autocast(device, dtype=torch.bfloat16):
-            loss = compiled(x)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    t0 = time.perf_counter()
-    step()  # compiles the forward graphs and, on backward, the backward graphs
-    sync()
-    compile_s = time.perf_counter() - t0
-    graphs = int(counters["stats"].get("unique_graphs", 0))
-    for _ in range(2 if args.tiny else WARMUP_STEPS):
-        step()
-    sync()
-    rates = []
-    for _ in range(1 if args.tiny else REPEATS):
+    def time(self, steps: int) -> None:
         t0 = time.perf_counter()
         for _ in range(steps):
-            step()
-        sync()
-        rates.append(steps / (time.perf_counter() - t0))
-    name = f"{size}_k{breaks}"
-    trace = out / f"{name}.json.gz"
-    plain = out / f"{name}.json"
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(activities=activities, record_shapes=False,
-                                schedule=torch.profiler.schedule(wait=0, warmup=1, active=PROFILE_STEPS),
-                                on_trace_ready=lambda p: p.export_chrome_trace(str(plain))) as prof:
-        for i in range(1 + PROFILE_STEPS):
-            step()
-            if i == PROFILE_STEPS:
-                sync()  # only before the trace ends: a sync per step would empty the GPU queue each step
-            prof.step()
-    with plain.open("rb") as src, gzip.open(trace, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    plain.unlink()
-    rate = statistics.median(rates)
-    print(f"  {name}: compile {compile_s:.1f} s, {graphs} graph(s), {rate:.1f} steps/s "
-          f"(repeats {', '.join(f'{r:.1f}' for r in rates)})", flush=True)
-    return {"variant": name, "size": size, "breaks": breaks, "batch": batch, "width": width, "depth": DEPTH,
-            "graphs_compiled": graphs, "compile_s": round(compile_s, 2), "steps_timed": steps,
-            "steps_per_s_repeats": [round(r, 3) for r in rates], "steps_per_s": round(rate, 3),
-            "ms_per_step": round(1000.0 / rate, 4), "trace": trace.name}
+            self.step()
+        self.sync()
+        self.rates.append(steps / (time.perf_counter() - t0))
+
+    def profile(self, out: Path) -> Path:
+        """One trace of ``PROFILE_STEPS`` steps (after one profiler warm-up step), gzipped."""
+        import torch
+
+        trace, plain = out / f"{self.name}.json.gz", out / f"{self.name}.json"
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.device == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities, record_shapes=False,
+                                    schedule=torch.profiler.schedule(wait=0, warmup=1, active=PROFILE_STEPS),
+                                    on_trace_ready=lambda p: p.export_chrome_trace(str(plain))) as prof:
+            for i in range(1 + PROFILE_STEPS):
+                self.step()
+                if i == PROFILE_STEPS:
+                    self.sync()  # only before the trace ends: a sync per step would empty the GPU queue
+                prof.step()
+        with plain.open("rb") as src, gzip.open(trace, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        plain.unlink()
+        return trace
+
+    def row(self, steps: int, trace: Path) -> dict[str, Any]:
+        rate = statistics.median(self.rates)
+        return {"variant": self.name, "size": self.size, "breaks": self.breaks, "batch": self.batch,
+                "width": self.width, "depth": DEPTH, "graphs_compiled": self.graphs,
+                "compile_s": round(self.compile_s, 2), "steps_timed": steps,
+                "steps_per_s_repeats": [round(r, 3) for r in self.rates], "steps_per_s": round(rate, 3),
+                "ms_per_step": round(1000.0 / rate, 4), "trace": trace.name}
 
 
-def _order(sizes: list[str], break_counts: list[int]) -> list[tuple[str, int]]:
-    """The variants, most telling first: K = 0 and the largest K of every size, then the rest.
+def _size(size: str, break_counts: list[int], args: argparse.Namespace, started: float,
+          skipped: list[str]) -> list[dict[str, Any]]:
+    """Every K of one size: compiled one after the other, then timed in turns, then profiled.
 
-    Should the budget run out, what is left out is an intermediate K, not a size's baseline.
+    K = 0 and the largest K first, so a budget that runs out leaves out an intermediate K, not the
+    baseline. The repeats alternate between the variants (K=0, K=8, K=2, K=0, …), so a drift of the
+    machine (clocks, another process) moves every variant alike instead of biasing one of them.
     """
-    first = [(s, k) for k in (break_counts[0], break_counts[-1]) for s in sizes]
-    rest = [(s, k) for s in sizes for k in break_counts[1:-1]]
-    return list(dict.fromkeys(first + rest))
+    import torch
+
+    torch._dynamo.reset()
+    order = list(dict.fromkeys([break_counts[0], break_counts[-1], *break_counts[1:-1]]))
+    built: list[_Variant] = []
+    for breaks in order:
+        if time.perf_counter() - started > args.budget_s:
+            skipped.append(f"{size}_k{breaks}")
+            continue
+        built.append(_Variant(size, breaks, args))
+    steps = 3 if args.tiny else (args.steps or STEPS[size])
+    for _ in range(1 if args.tiny else REPEATS):
+        for variant in built:
+            variant.time(steps)
+    rows = []
+    for variant in built:
+        rows.append(variant.row(steps, variant.profile(args.out)))
+        print(f"  {variant.name}: {rows[-1]['steps_per_s']:.1f} steps/s "
+              f"(repeats {', '.join(f'{r:.1f}' for r in variant.rates)})", flush=True)
+    return rows
+
+
+def _results(results: Path) -> dict[str, Any]:
+    """``probe.json`` of a run, or its table read back from the saved stdout (``probe.txt``)."""
+    if (results / "probe.json").exists():
+        return json.loads((results / "probe.json").read_text())  # type: ignore[no-any-return]
+    rows = []
+    row_re = re.compile(r"^(\w+)_k(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x$")
+    for line in (results / "probe.txt").read_text().splitlines():
+        m = row_re.match(line.strip())
+        if m:
+            size, breaks, graphs, compile_s, rate, ms, speedup = m.groups()
+            rows.append({"variant": f"{size}_k{breaks}", "size": size, "breaks": int(breaks),
+                         "graphs_compiled": int(graphs), "compile_s": float(compile_s), "steps_per_s": float(rate),
+                         "ms_per_step": float(ms), "speedup_k0_over_k": float(speedup),
+                         "trace": f"{size}_k{breaks}.json.gz"})
+    return {"variants": rows}
 
 
 def check(results: Path) -> int:
@@ -187,7 +237,7 @@ def check(results: Path) -> int:
     from gpudoctor.trace.metrics import compute_rank_metrics
     from gpudoctor.trace.reader import load_trace
 
-    meta = json.loads((results / "probe.json").read_text())
+    meta = _results(results)
     print(f"{'variant':<10} {'measured':>8} {'GD401':>8} {'predicted':>13} {'idle ms':>8} {'host ms':>8} "
           f"{'step ms':>8} {'busy ms':>8} {'implied':>8}")
     rows = []
@@ -264,11 +314,8 @@ def main(argv: list[str] | None = None) -> int:
           f"budget {args.budget_s:.0f} s", flush=True)
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
-    for size, breaks in _order(sizes, break_counts):
-        if time.perf_counter() - started > args.budget_s:
-            skipped.append(f"{size}_k{breaks}")
-            continue
-        rows.append(_variant(size, breaks, args, args.out))
+    for size in sizes:
+        rows += _size(size, break_counts, args, started, skipped)
     rows.sort(key=lambda r: (sizes.index(r["size"]), r["breaks"]))
     base = {r["size"]: r["steps_per_s"] for r in rows if r["breaks"] == 0}
     for row in rows:
