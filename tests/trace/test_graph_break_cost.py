@@ -185,3 +185,28 @@ def test_live_counters_alone_are_info_and_the_trace_estimate_wins() -> None:
     assert from_trace.impact is not None
     [merged] = merge_findings([finding, replace(from_trace, location=Location())])
     assert merged.source is Source.TRACE and merged.impact is not None
+
+
+H200_PROBE = REPO / "bench" / "results" / "h200-graph-breaks"
+
+
+@pytest.mark.parametrize("variant", ["launch_k2", "launch_k8", "gpu_k2", "gpu_k8"])
+def test_estimate_brackets_the_measured_gain_of_removing_planted_breaks(variant: str) -> None:
+    """H200 probe (bench/gpu/graph_break_probe.py): the K = 0 / K speedup measured beside each trace."""
+    if not (H200_PROBE / f"{variant}.json.gz").exists():
+        pytest.skip(f"{H200_PROBE} not found")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("graph_break_probe", REPO / "bench" / "gpu" / "graph_break_probe.py")
+    assert spec is not None and spec.loader is not None
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    measured = next(r for r in probe._results(H200_PROBE)["variants"] if r["variant"] == variant)["speedup_k0_over_k"]
+    values = compute_rank_metrics(load_trace(H200_PROBE / f"{variant}.json.gz")).values
+    [finding] = _gd401(values)
+    assert finding.impact is not None
+    assert finding.impact.est_speedup_low - 0.005 <= measured <= finding.impact.est_speedup_high + 0.005
+    if measured < 1.1:  # the GPU-bound model: breaks that cost nothing never warn
+        assert finding.severity is Severity.INFO
+    else:
+        assert finding.severity is not Severity.INFO
