@@ -185,16 +185,20 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     # One class per (kind, name id), not one name classification per event.
     keys = list(zip(map(t.kind.__getitem__, sel), map(t.name.__getitem__, sel)))
     kernel_classes = ctx.kernel_classes(t)
-    class_of = {key: _gpu_class(key[0], kernel_classes[key[1]]) for key in dict.fromkeys(keys)}
-    classes = [class_of[key] for key in keys]
     order = ("gpu:communication", "gpu:gemm/conv", "gpu:fusible", "gpu:memcpy", "gpu:other")
-    present = set(classes)  # a class with no event selects nothing: no pass over the events for it
-    masks = {cls: [c == cls for c in classes] if cls in present else [] for cls in order}
-    merged = {cls: merge(compress(spans, masks[cls])) for cls in order}
+    class_of = {key: order.index(_gpu_class(key[0], kernel_classes[key[1]])) for key in dict.fromkeys(keys)}
+    by_class: list[list[Interval]] = [[] for _ in order]  # each class's spans, in event order: one pass
+    gemm_events: list[int] = []
+    for key, i, span in zip(keys, sel, spans):
+        k = class_of[key]
+        by_class[k].append(span)
+        if k == 1:  # gpu:gemm/conv
+            gemm_events.append(i)
+    merged = {cls: merge(spans) for cls, spans in zip(order, by_class)}
     launched_in_step = ctx.device_steps(t)
     gemm_kind: dict[int, tuple[str | None, bool, bool, bool]] = {}
     names, name, dur = t.names, t.name, t.dur
-    for i in compress(sel, masks["gpu:gemm/conv"]):
+    for i in gemm_events:
         if i in launched_in_step:
             nid = name[i]
             if nid not in gemm_kind:

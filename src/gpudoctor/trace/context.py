@@ -153,18 +153,20 @@ class Context:
             ts, dur = t.ts, t.dur
             out: dict[int, tuple[list[float], list[int]]] = {}
             for thread, idx in self.aten_by_thread.items():
-                original = idx[:]
-                idx.sort(key=ts.__getitem__)  # nearly in order already: cheap
                 in_order = list(map(ts.__getitem__, idx))
-                if any(map(operator.eq, in_order, islice(in_order, 1, None))):  # ops that start together:
-                    idx[:] = original  # the longest first among them (stable: equal durations keep their order)
-                    idx.sort(key=dur.__getitem__, reverse=True)
-                    idx.sort(key=ts.__getitem__)
+                if not all(map(operator.lt, in_order, islice(in_order, 1, None))):  # not already strictly ascending
+                    original = idx[:]
+                    idx.sort(key=ts.__getitem__)  # nearly in order already: cheap
+                    in_order = list(map(ts.__getitem__, idx))
+                    if any(map(operator.eq, in_order, islice(in_order, 1, None))):  # ops that start together:
+                        idx[:] = original  # the longest first among them (stable: equal durations keep their order)
+                        idx.sort(key=dur.__getitem__, reverse=True)
+                        idx.sort(key=ts.__getitem__)
+                        in_order = list(map(ts.__getitem__, idx))
                 starts: list[float] = []
                 outer: list[int] = []
                 end = float("-inf")
-                for i in idx:
-                    start = ts[i]
+                for i, start in zip(idx, in_order):
                     if start >= end:
                         outer.append(i)
                         starts.append(start)

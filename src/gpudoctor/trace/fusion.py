@@ -48,7 +48,8 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     n = ctx.n_steps
     if not n:
         return out
-    in_optimizer = _optimizer_spans(t, ctx)
+    in_optimizer, optimizer_starts, optimizer_ends = _optimizer_spans(t, ctx)
+    bisect_right = bisect.bisect_right
     cast_parent = _CastParents(t, ctx)
     classes = ctx.kernel_classes(t)
     launches = ctx.device_launches(t)
@@ -73,7 +74,10 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         if info.compiled:
             triton_us += d
         cls = info.fusion
-        if cls is None or in_optimizer(launch):
+        if cls is None:
+            continue
+        k = bisect_right(optimizer_starts, ts[launch]) - 1
+        if k >= 0 and optimizer_ends[k] >= ts[launch] and in_optimizer(launch):
             continue
         fusible_us += d
         fusible_kernels += 1
@@ -107,8 +111,10 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     return out
 
 
-def _optimizer_spans(t: EventTable, ctx: Context) -> Callable[[int], bool]:
-    """A predicate: was this runtime launch made inside ``Optimizer.step#…`` on the same thread?"""
+def _optimizer_spans(t: EventTable, ctx: Context) -> tuple[Callable[[int], bool], list[float], list[float]]:
+    """A predicate: was this runtime launch made inside ``Optimizer.step#…`` on the same thread? With
+    the spans' starts and ends (sorted by start): a launch after the end of the last span that starts
+    before it is in none (the caller tests that first, without a call)."""
     spans = sorted((t.ts[i], t.ts[i] + t.dur[i], t.thread[i])
                    for i in ctx.host_ops(t, lambda name: name.startswith("Optimizer.step#")))
     starts = [a for a, _, _ in spans]
@@ -121,7 +127,7 @@ def _optimizer_spans(t: EventTable, ctx: Context) -> Callable[[int], bool]:
             k -= 1
         return False
 
-    return inside
+    return inside, starts, [b for _, b, _ in spans]
 
 
 class _CastParents:

@@ -256,14 +256,17 @@ def aten_ops_per_step(t: EventTable, ctx: Context) -> list[int]:
     takes longer, the same work ran slower (CPU contention, a slower GPU) rather than extra work.
     """
     counts = [0] * ctx.n_steps
-    starts, ends, ts = ctx.step_starts, [b for _, _, b in ctx.steps], t.ts
-    bisect_right = bisect.bisect_right
+    starts, ends = ctx.step_starts, [b for _, _, b in ctx.steps]
+    nexts = [*starts[1:], float("inf")]
     for ops in ctx.aten_by_thread.values():
-        for i in ops:  # ctx.step_of, inlined
-            when = ts[i]
-            k = bisect_right(starts, when) - 1
-            if k >= 0 and when <= ends[k]:
-                counts[k] += 1
+        # An op counts for the last step that starts at or before it (ctx.step_of), if it starts by
+        # that step's end: counted over the ops' sorted start times by two bisections per step.
+        when = sorted(map(t.ts.__getitem__, ops))
+        for k, (a, b, nxt) in enumerate(zip(starts, ends, nexts)):
+            first = bisect.bisect_left(when, a)
+            last = bisect.bisect_right(when, b) if b < nxt else bisect.bisect_left(when, nxt)
+            if last > first:
+                counts[k] += last - first
     return counts
 
 

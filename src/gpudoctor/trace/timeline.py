@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, islice
 
-from gpudoctor.trace.events import mask_and, mask_not, mask_positions
+from gpudoctor.trace.events import doubles, mask_and, mask_not, mask_positions
 from gpudoctor.trace.reader import K_PYTHON, EventTable
 
 _PROFILER_STEP = "ProfilerStep"
@@ -84,7 +84,7 @@ def end_times(t: EventTable) -> array:
     """Every event's end (``ts + dur``, the same float as computing it per event), once per table."""
     cached = t.cache.get("end")
     if cached is None:
-        cached = t.cache["end"] = array("d", [a + d for a, d in zip(t.ts, t.dur)])
+        cached = t.cache["end"] = array("d", doubles([a + d for a, d in zip(t.ts, t.dur)]))
     return cached
 
 
