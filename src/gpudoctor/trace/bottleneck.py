@@ -334,7 +334,21 @@ def _union_of_runs(starts: Iterable[float], ends: Iterable[float], lo: float, hi
         return out
     out.append((group_start, running))
     del out[0]
-    return merge(out) if runs else out
+    if not runs:
+        return out
+    # The runs' pieces merged once more: none is inverted, so pieces that start together may come in
+    # any order (sorted by start alone, with a C-level key) and one running end does (no HTA rounding).
+    out.sort(key=_START)
+    merged: list[Interval] = []
+    group_start, running = out[0]
+    for a, b in out:
+        if a > running:
+            merged.append((group_start, running))
+            group_start, running = a, b
+        elif b > running:
+            running = b
+    merged.append((group_start, running))
+    return merged
 
 
 def _gemm_kind(name: str) -> tuple[str | None, bool, bool, bool]:
