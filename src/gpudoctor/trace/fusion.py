@@ -20,6 +20,7 @@ What it must not do: read files, know rule thresholds, or change the other metri
 from __future__ import annotations
 
 import bisect
+import operator
 from collections import Counter
 from collections.abc import Callable
 
@@ -32,6 +33,7 @@ from gpudoctor.trace.timeline import end_times
 #: a host-wait gap longer than this is not launch overhead (a sync, input, Python work between steps)
 LAUNCH_GAP_MAX_US = 1000.0
 _COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_"})
+_SECOND = operator.itemgetter(1)
 _FACT_OF_CLASS = {kn.FUSE_NORM: "fusible_norm_ms_per_step", kn.FUSE_SOFTMAX: "fusible_reduce_ms_per_step",
                   kn.FUSE_REDUCE: "fusible_reduce_ms_per_step", kn.FUSE_CAST: "fusible_copy_ms_per_step",
                   kn.FUSE_COPY: "fusible_copy_ms_per_step", kn.FUSE_ELEMENTWISE: "fusible_elementwise_ms_per_step"}
@@ -199,7 +201,7 @@ def _sequence_facts(sequences: list[list[tuple[float, int]]]) -> dict[str, FactV
     """Do all steps launch the same kernels in the same order? (needed to capture a CUDA graph)."""
     if len(sequences) < 2:
         return {"kernel_sequence_static": None, "kernel_sequence_match_pct": None}
-    keys = [tuple(nid for _, nid in sorted(seq)) for seq in sequences]
+    keys = [tuple(map(_SECOND, sorted(seq))) for seq in sequences]  # C-level, not a generator per step
     most_common = Counter(keys).most_common(1)[0][1]
     return {"kernel_sequence_static": most_common == len(keys),
             "kernel_sequence_match_pct": pct(most_common, len(keys))}

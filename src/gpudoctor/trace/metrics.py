@@ -187,7 +187,7 @@ def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         "launch_delay_p50_us": rounded(statistics.median(delays)) if delays else None,
     }
     if ctx.n_steps:
-        in_steps = sum(1 for i in ctx.device_steps(t) if kind[i] == K_KERNEL)
+        in_steps = [kind[i] for i in ctx.device_steps(t)].count(K_KERNEL)
         out["kernels_per_step"] = round(in_steps / ctx.n_steps, 1)
     out.update(_idle_breakdown(t, ctx))
     return out
