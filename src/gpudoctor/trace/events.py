@@ -240,8 +240,15 @@ class EventTable:
                 out.append(at)
                 at = hits.find(1, at + 1)
             return out
-        if len(ids) > 16:
-            return list(compress(range(len(self.name)), map(ids.__contains__, self.name)))
+        if len(ids) > 16:  # one membership test per event: done once per id set when the hits are few
+            key = f"positions:{sorted(ids)}"  # (a long profile's ProfilerStep#N names are looked up thrice)
+            cached: list[int] | None = self.cache.get(key)
+            if cached is None:
+                cached = list(compress(range(len(self.name)), map(ids.__contains__, self.name)))
+                if len(cached) > len(self.name) >> 4:
+                    return cached
+                self.cache[key] = cached
+            return cached[:]
         raw: bytes | None = self.cache.get("name_bytes")
         if raw is None:
             raw = self.cache["name_bytes"] = self.name.tobytes()
