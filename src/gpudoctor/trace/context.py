@@ -77,8 +77,7 @@ class Context:
         # Index lists by kind through C-level byte masks (bytes.translate + compress), not a Python loop.
         self.device = list(compress(range(len(kind)), kind.translate(_DEVICE_MASK)))
         with_id = mask_and(kind.translate(_RUNTIME_MASK), t.nonnegative("correlation"))
-        launches = mask_positions(with_id)
-        self.launch_by_corr = dict(zip(map(t.correlation.__getitem__, launches), launches))
+        self.launch_by_corr = dict(zip(compress(t.correlation, with_id), mask_positions(with_id)))
         self.sync_calls = [i for i in t.positions_of(syncs) if kind[i] == K_RUNTIME] if syncs else []
         host = mask_not(t.nonnegative("stream"))
         name = t.name

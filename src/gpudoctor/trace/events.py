@@ -274,14 +274,17 @@ class EventTable:
 
     def name_mask(self, name_ids: Iterable[int]) -> bytes:
         """One byte per event, 1 where its name id is one of ``name_ids`` (to combine with other masks:
-        :func:`mask_and`): one ``bytes.translate`` when every id fits a byte, else from :meth:`positions_of`."""
+        :func:`mask_and`): one ``bytes.translate`` when every id fits a byte, else from :meth:`positions_of`
+        (a few ids) or one C-level membership test per event."""
         ids = set(name_ids)
         if 0 < len(self.names) <= 256:
             return self._name_low_bytes().translate(bytes(1 if k in ids else 0 for k in range(256)))
-        mask = bytearray(len(self.kind))
-        for i in self.positions_of(ids):
-            mask[i] = 1
-        return bytes(mask)
+        if len(ids) <= 16:  # a search per id (positions_of), then the few hits marked
+            mask = bytearray(len(self.kind))
+            for i in self.positions_of(ids):
+                mask[i] = 1
+            return bytes(mask)
+        return bytes(map(ids.__contains__, self.name))  # one C-level membership test per event
 
     def nonnegative(self, column: str) -> bytes:
         """One byte per event, 1 where the (8-byte integer) column ``stream``/``correlation``/``nbytes``
