@@ -58,8 +58,8 @@ def _live_facts(gpu: GpuSample, process: ProcessSample, shm: ShmSample, steps: S
     at = Location(pid=process.pid, gpu=gpu.index)
     assert gpu.mem_used_mib is not None and gpu.mem_total_mib is not None
     gpu_facts = {
-        "gpu_util_pct": gpu.util_pct, "mem_used_pct": 100 * gpu.mem_used_mib / gpu.mem_total_mib,
-        "other_process_count": len(gpu.other_pids), "throttle_hw": False, "throttle_power": False,
+        "gpu_util_pct": gpu.util_pct, "loop_paused": False,  # the recorded loop steps in every window
+        "mem_used_pct": 100 * gpu.mem_used_mib / gpu.mem_total_mib, "other_process_count": len(gpu.other_pids), "throttle_hw": False, "throttle_power": False,
         "pcie_degraded": False, "ecc_uncorrected_volatile": 0, "remapped_rows_pending": False,
         "tensor_util_pct": gpu.gpm_tensor_util_pct, "sm_util_pct": gpu.gpm_sm_util_pct,
     }
