@@ -109,8 +109,8 @@ def graph_break_metrics(t: EventTable, ctx: Context, calls: list[CompiledCall]) 
         gpu_from = end[events[before - 1]]
         gpu_to = ts[events[after]]
         if gpu_to > gpu_from:  # idle after a host sync in the window is GD301's (the sync's own cost)
-            idle_us += (gpu_to - gpu_from) - _overlap(busy, busy_ends, gpu_from, gpu_to) \
-                - _overlap(after_sync, sync_ends, gpu_from, gpu_to)
+            idle = (gpu_to - gpu_from) - _overlap(busy, busy_ends, gpu_from, gpu_to)
+            idle_us += max(0.0, idle - _overlap(after_sync, sync_ends, gpu_from, gpu_to))
     step_us = sum(b - a for _, a, b in ctx.steps)
     out.update({
         "graph_break_gpu_idle_ms_per_step": round(idle_us / 1000.0 / n, 3),
