@@ -6,7 +6,8 @@ import random
 from array import array
 
 from gpudoctor.trace.context import _by_thread
-from gpudoctor.trace.events import EventTable, mask_and, mask_not, mask_or, mask_positions
+from gpudoctor.trace.events import EventTable
+from gpudoctor.trace.masks import mask_and, mask_not, mask_or, mask_positions
 
 
 def _table(rng: random.Random, n: int, threads: int, odd_negatives: bool) -> EventTable:

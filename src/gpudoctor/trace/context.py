@@ -24,11 +24,8 @@ from gpudoctor.trace.events import (
     K_OTHER,
     K_RUNTIME,
     EventTable,
-    Mask,
-    mask_and,
-    mask_not,
-    mask_positions,
 )
+from gpudoctor.trace.masks import Mask, mask_and, mask_not, mask_positions
 
 HOST_KINDS = (K_CPU_OP, K_ANNOTATION, K_OTHER)
 _DEVICE_MASK = bytes(1 if K_KERNEL <= k <= K_MEMSET else 0 for k in range(256))

@@ -16,7 +16,6 @@ What it must not do: read files (that is :mod:`.reader`) or compute metrics.
 from __future__ import annotations
 
 import math
-import struct
 import sys
 from array import array
 from collections import Counter
@@ -26,6 +25,8 @@ from itertools import compress
 from typing import TYPE_CHECKING, Any, TypedDict, Union
 
 import msgspec
+
+from gpudoctor.trace.masks import SIGN_CLEAR, doubles
 
 # Event kinds (one byte per event in EventTable.kind).
 K_OTHER = 0        # any other complete event on the host side
@@ -294,7 +295,7 @@ class EventTable:
         if mask is None:
             col: array = getattr(self, column)
             high = col.tobytes()[col.itemsize - 1 if sys.byteorder == "little" else 0::col.itemsize]
-            mask = self.cache[key] = high.translate(_SIGN_CLEAR)
+            mask = self.cache[key] = high.translate(SIGN_CLEAR)
         return mask
 
     def not_minus_one(self, column: str) -> bytes:
@@ -305,50 +306,6 @@ class EventTable:
         if col.count(-1) == len(mask) - mask.count(1):
             return mask
         return bytes([x != -1 for x in col])
-
-
-#: ``bytes.translate`` tables: 1 for a byte without its top bit (a non-negative value's sign byte);
-#: 0 ↔ 1 (the complement of a 0/1 mask).
-_SIGN_CLEAR = bytes(1 if b < 0x80 else 0 for b in range(256))
-_FLIP = bytes([1, 0]) + bytes(254)
-
-
-def doubles(values: list[float]) -> bytes:
-    """``values`` as the bytes of an ``array("d")``: ``struct.pack`` converts a list ~2.5× faster than
-    ``array("d", values)``, which parses every item on its own."""
-    return struct.pack(f"{len(values)}d", *values)
-
-
-#: A 0/1 byte per event of one table (``bytes.translate`` of a bytearray column gives a bytearray).
-Mask = bytes | bytearray
-
-
-def mask_and(a: Mask, b: Mask) -> bytes:
-    """The event-wise AND of two 0/1 masks of one table (as two big integers: C-level)."""
-    return (int.from_bytes(a, "little") & int.from_bytes(b, "little")).to_bytes(len(a), "little")
-
-
-def mask_or(a: Mask, b: Mask) -> bytes:
-    """The event-wise OR of two 0/1 masks of one table."""
-    return (int.from_bytes(a, "little") | int.from_bytes(b, "little")).to_bytes(len(a), "little")
-
-
-def mask_not(a: Mask) -> Mask:
-    """The complement of a 0/1 mask."""
-    return a.translate(_FLIP)
-
-
-def mask_positions(mask: Mask) -> list[int]:
-    """Indices, ascending, of a 0/1 mask's ones: ``bytes.find`` from one to the next when they are few,
-    one C-level ``compress`` when they are many."""
-    if mask.count(1) > len(mask) >> 4:
-        return list(compress(range(len(mask)), mask))
-    out: list[int] = []
-    at = mask.find(1)
-    while at >= 0:
-        out.append(at)
-        at = mask.find(1, at + 1)
-    return out
 
 
 class Builder:

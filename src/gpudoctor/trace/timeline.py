@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, islice
 
-from gpudoctor.trace.events import doubles, mask_and, mask_not, mask_positions
+from gpudoctor.trace.masks import doubles, mask_and, mask_not, mask_positions
 from gpudoctor.trace.reader import K_PYTHON, EventTable
 
 _PROFILER_STEP = "ProfilerStep"
