@@ -5,7 +5,8 @@ word_language_model does (``p.data.add_(p.grad, alpha=-lr)``). ``--mode custom``
 class of its own that does not subclass ``torch.optim.Optimizer``. ``--mode accum``: a
 ``torch.optim.SGD`` stepped every ``--accum`` backward passes (gradient accumulation). ``--mode
 never``: torch work with no backward and no optimizer — no step boundary at all. ``--syncs N``:
-N ``.item()`` calls per step. Prints ``ready``, then ``tick <unix_s> <steps>`` every 0.25 s.
+N ``.item()`` calls per step. ``--vocab V``: a ``V``-way output head in the model (a language
+model's vocabulary; its 2-D weight is in the optimizer's parameters). Prints ``ready``, then ``tick <unix_s> <steps>`` every 0.25 s.
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ def main() -> None:
     p.add_argument("--syncs", type=int, default=0)
     p.add_argument("--load-ms", type=float, default=2.0, help="per-batch sleep in the loader's collate")
     p.add_argument("--compute-ms", type=float, default=3.0)
+    p.add_argument("--vocab", type=int, default=0)
     args = p.parse_args()
     torch.set_num_threads(1)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    head = [torch.nn.Linear(1, args.vocab), torch.nn.Linear(args.vocab, 1)] if args.vocab else []
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1), *head)
     data = TensorDataset(torch.randn(512, 32), torch.randn(512, 1))
 
     def collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:

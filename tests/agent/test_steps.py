@@ -134,3 +134,12 @@ def test_loop_that_never_steps_records_a_bounded_time_window_and_says_so(loop: C
     assert Path(done.trace_path or "").is_file()
     assert target.alive()
     client.close()
+
+
+def test_the_optimizers_unaligned_weights_are_read_at_its_first_step(loop: Callable[..., Target]) -> None:
+    """A 50257-way head (GPT-2's vocabulary) is reported by shape; the 32/64-wide layers are not."""
+    client = _client(loop("--mode", "accum", "--vocab", "50257"))
+    stats = _stats_when(client, lambda s: s.unaligned_weight_shapes is not None)
+    assert stats.unaligned_weight_shapes == ("50257x1", "1x50257")
+    aligned = _client(loop("--mode", "accum", "--vocab", "50304"))
+    assert _stats_when(aligned, lambda s: s.unaligned_weight_shapes is not None).unaligned_weight_shapes == ()

@@ -12,7 +12,8 @@ EXPECTED = {
     "GD303": [("trace", "rank", "host"), ("trace", "rank", "host")],
     "GD402": [("trace", "rank", "host"), ("trace", "rank", "none"), ("live", "job", "none"), ("live", "job", "none")],
     "GD210": [("trace", "rank", "none"), ("trace", "rank", "gpu")],
-    "GD211": [("trace", "rank", "gpu"), ("static", "python.unaligned_dim", "none")],
+    "GD211": [("trace", "rank", "gpu"), ("static", "python.unaligned_dim", "none"),
+              ("live", "job", "none")],
     "GD806": [("env", "machine", "none")],
 }
 #: options that must feed the estimate (tuning them must change it)

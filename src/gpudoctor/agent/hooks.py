@@ -79,6 +79,7 @@ class TorchHooks:
         self.loader_batch_bytes: int | None = None   # size of one batch as the loader returns it
         self.loader_workers: int | None = None
         self.loader_prefetch_factor: int | None = None
+        self.unaligned_weights: tuple[str, ...] | None = None  # shapes, read once from the step's optimizer
         self.graph_break_reasons: dict[str, int] = {}
         self.recompiles = 0
         self.recompile_times: list[float] = []   # perf_counter of the last recompiles (bounded)
@@ -258,6 +259,7 @@ class TorchHooks:
             primary = self._primary_optimizer() if self._primary_optimizer is not None else None
             if primary is None:
                 self._primary_optimizer = weakref.ref(optimizer)
+                self.unaligned_weights = _unaligned_weights(optimizer)
             elif primary is not optimizer:
                 return                                   # a second optimizer in the same step
             agent.on_step(_OPTIMIZER)
@@ -463,6 +465,30 @@ def _graph_break_headline(reason: str, exc: Any) -> str:
         return f"{kind}: {explanation}"[:240]
     lines = [ln.strip() for ln in (text or str(reason)).splitlines() if ln.strip()]
     return (lines[0] if lines else "graph break")[:240]
+
+
+#: A weight dimension this large or larger that is not a multiple of 8 keeps 16-bit GEMMs on it off the
+#: aligned tensor-core kernels (GPT-2's 50257-token vocabulary: `..._align1` kernels, 1.29x slower step).
+UNALIGNED_MIN_DIM = 1000
+UNALIGNED_MAX_SHAPES = 8
+
+
+def _unaligned_weights(optimizer: Any) -> tuple[str, ...]:
+    """Shapes (``50257x768``) of the optimizer's 2-D floating-point weights with a large dimension that
+    is not a multiple of 8. Read once, at the first step: O(parameters), no tensor data touched."""
+    out: list[str] = []
+    try:
+        for group in optimizer.param_groups:
+            for p in group.get("params", ()):
+                shape = tuple(int(d) for d in getattr(p, "shape", ()))
+                if (len(shape) == 2 and any(d >= UNALIGNED_MIN_DIM and d % 8 for d in shape)
+                        and p.is_floating_point()):
+                    out.append("x".join(map(str, shape)))
+                    if len(out) >= UNALIGNED_MAX_SHAPES:
+                        return tuple(out)
+    except Exception:
+        return tuple(out)
+    return tuple(out)
 
 
 def _tensor_bytes(obj: Any, tensor_type: type, depth: int) -> int:

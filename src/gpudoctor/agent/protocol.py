@@ -153,6 +153,9 @@ class StepStats:
     loader_batch_mib: float | None = _doc("one batch as the DataLoader returns it (every 64th batch)", "MiB")
     loader_workers: int | None = _doc("DataLoader workers")
     loader_prefetch_factor: int | None = _doc("batches each worker keeps ready")
+    unaligned_weight_shapes: tuple[str, ...] | None = _doc(
+        "shapes (e.g. 50257x768) of the step optimizer's 2-D weights with a dimension >= 1000 that is not a "
+        "multiple of 8 (read at the first optimizer step; at most 8)")
     step_source: StepSource = field(default=StepSource.NONE, metadata={"doc": "what marks a step (StepSource)"})
 
 
@@ -247,6 +250,10 @@ def _coerce(owner: str, name: str, hint: Any, value: Any) -> Any:
     if value is None:
         return None
     origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):  # ``tuple[...] | None``: the tuple's own rule below
+        tuples = [a for a in typing.get_args(hint) if typing.get_origin(a) is tuple]
+        if tuples and isinstance(value, (list, tuple)):
+            hint, origin = tuples[0], tuple
     if origin is tuple and isinstance(value, (list, tuple)):
         inner = typing.get_args(hint)[0]
         if typing.get_origin(inner) is tuple:

@@ -323,6 +323,9 @@ loader_batch_mib                         live:job                               
 loader_workers                           live:job                                      count   agent            the DataLoader's num_workers
 loader_prefetch_factor                   live:job                                      count   agent            the DataLoader's prefetch_factor
 cuda_in_use                              live:job                                      bool    live.facts       the target uses CUDA
+unaligned_weight_count                   live:job                                      count   live.facts       the step optimizer's 2-D weights with a dimension >= 1000 not a multiple of 8
+unaligned_weight_shapes_text             live:job                                      text    live.facts       their shapes, e.g. 50257x768
+model_compiled                           live:job                                      bool    live.facts       torch.compile has made at least one graph in the target
 cuda_mem_peak_pct                        live:job                                      %       live.facts       peak allocated as a share of the device's memory
 cuda_mem_reserved_pct                    live:job                                      %       live.facts       reserved as a share of the device's memory
 cuda_mem_fragmentation_pct               live:job                                      %       live.facts       reserved but not allocated, as a share of reserved

@@ -160,6 +160,10 @@ def step_values(steps: StepStats) -> dict[str, Any]:
     values["graph_break_reasons"] = [f"{reason} ({count}×)" for reason, count in steps.graph_break_reasons[:5]]
     values["graph_break_top_reason"] = steps.graph_break_reasons[0][0] if steps.graph_break_reasons else None
     values["cuda_in_use"] = bool(steps.cuda_mem_total_mib)
+    if steps.unaligned_weight_shapes is not None:  # read at the first optimizer step
+        values["unaligned_weight_count"] = len(steps.unaligned_weight_shapes)
+        values["unaligned_weight_shapes_text"] = ", ".join(steps.unaligned_weight_shapes) or "none"
+        values["model_compiled"] = bool(steps.unique_graphs)
     total, reserved, alloc = steps.cuda_mem_total_mib, steps.cuda_mem_reserved_mib, steps.cuda_mem_allocated_mib
     if total and steps.cuda_mem_peak_mib is not None:
         values["cuda_mem_peak_pct"] = 100.0 * steps.cuda_mem_peak_mib / total
