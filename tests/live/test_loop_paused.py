@@ -8,12 +8,15 @@ windows idle the GPU the same way without costing a training step anything.
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 
 from gpudoctor.agent.protocol import StepStats
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
 from gpudoctor.live.facts import build_factsets, steps_in_window
-from gpudoctor.live.samples import GpuSample
+from gpudoctor.live.samples import AgentState, GpuSample
+from gpudoctor.live.session import LiveSession
 from gpudoctor.model import Source
 
 CATALOG = load_catalog([])
@@ -57,3 +60,34 @@ def test_steps_in_window_counts_from_the_last_poll_before_the_window() -> None:
     assert steps_in_window(polls, now=110.0, window_s=12.0) == 50    # from the poll at 95 s (150) to 200
     assert steps_in_window(polls, now=110.0, window_s=10.0) == 0     # the last step was counted by 100 s
     assert steps_in_window(polls, now=110.0, window_s=30.0) is None  # polls start at 90 s
+    assert steps_in_window(polls, now=125.0, window_s=10.0) is None  # no poll since 110 s: the agent went quiet
+
+
+class _Link:
+    """Stands in for AgentLink: the raw stats reply the session keeps polls from."""
+
+    def __init__(self) -> None:
+        self.last_stats_reply: dict[str, object] | None = None
+        self.steps = None
+
+    def state(self) -> AgentState:
+        return AgentState(status="connected")
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_session_counts_steps_per_window_from_fresh_replies_only() -> None:
+    session = LiveSession(os.getpid(), CATALOG, agent="off", use_stacks=False, window_s=10.0)
+    link = _Link()
+    session._agent = link  # type: ignore[assignment]
+    now = time.time()
+    for at, total in [(now - 12, 100), (now - 8, 140), (now - 4, 180), (now - 1, 220)]:
+        link.last_stats_reply = {"timestamp": at, "steps_total": total, "recent_step_times_ms": [25.0]}
+        session._keep_step_samples()
+    assert steps_in_window(session._step_totals, now, 10.0) == 120
+    for _ in range(5):  # the agent stopped answering: the link keeps its last reply, polled again
+        session._keep_step_samples()
+    assert len(session._step_totals) == 4
+    assert steps_in_window(session._step_totals, now + 20, 10.0) is None  # unknown, not "paused"
+    session.close()

@@ -191,9 +191,10 @@ def steps_in_window(totals: Sequence[tuple[float, int]], now: float, window_s: f
     """Steps the agent counted in the last ``window_s`` seconds, from its ``steps_total`` at each poll.
 
     ``totals`` are (time, steps_total) pairs, oldest first. None when the polls do not reach back
-    to the window's start (an agent that just connected): too short to say the loop stood still.
+    to the window's start (an agent that just connected) or none falls inside the window (an agent
+    that stopped answering): too little to say the loop stood still.
     """
-    if not totals or totals[0][0] > now - window_s:
+    if not totals or totals[0][0] > now - window_s or totals[-1][0] <= now - window_s:
         return None
     before = next((total for at, total in reversed(totals) if at <= now - window_s), totals[0][1])
     return max(0, totals[-1][1] - before)

@@ -297,8 +297,10 @@ class LiveSession:
         total, recent = reply.get("steps_total"), reply.get("recent_step_times_ms")
         if not isinstance(total, int) or not isinstance(recent, list):
             return
+        stamp = reply.get("timestamp")  # the agent's clock when it answered: a stale reply adds nothing
         with self._lock:
-            self._step_totals.append((time.time(), total))
+            if isinstance(stamp, (int, float)) and (not self._step_totals or stamp > self._step_totals[-1][0]):
+                self._step_totals.append((float(stamp), total))
         state = self._agent.state().profile_state
         busy = state is not None and not state.over
         previous, self._samples_total = self._samples_total, total
