@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import select
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from gpudoctor.agent.protocol import StepStats
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -62,3 +65,11 @@ def workload() -> Iterator[Callable[..., subprocess.Popen[str]]]:
 def run_cli(*args: str, timeout_s: float = 180.0, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*prefix, *GPUDOCTOR, *args], capture_output=True, text=True, timeout=timeout_s,
                           cwd=REPO)
+
+
+def step_stats(**fields: object) -> StepStats:
+    """An agent stats reply with every field unknown except a stepping loop's basics and ``fields``."""
+    values: dict[str, object] = {f.name: None for f in dataclasses.fields(StepStats)}
+    values.update(timestamp=100.0, steps_total=50, window_steps=8, step_source="optimizer", graph_break_reasons=())
+    values.update(fields)
+    return StepStats(**values)

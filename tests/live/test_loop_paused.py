@@ -11,6 +11,8 @@ import dataclasses
 import os
 import time
 
+from live_helpers import step_stats
+
 from gpudoctor.agent.protocol import StepStats
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
@@ -30,10 +32,7 @@ def _gpu(util: float) -> GpuSample:
 
 
 def _steps(total: int) -> StepStats:
-    fields = {f.name: None for f in dataclasses.fields(StepStats)}
-    fields.update(timestamp=100.0, steps_total=total, window_steps=min(total, 8), step_source="optimizer",
-                  graph_break_reasons=())
-    return StepStats(**fields)  # type: ignore[arg-type]
+    return step_stats(steps_total=total, window_steps=min(total, 8))
 
 
 def _gd101(steps: StepStats | None, counted: int | None) -> list[str]:

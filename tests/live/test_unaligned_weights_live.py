@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+from live_helpers import step_stats
 
 from gpudoctor.agent.protocol import StepStats, from_wire, to_wire
 from gpudoctor.catalog import load_catalog
@@ -14,10 +14,7 @@ CATALOG = load_catalog([])
 
 
 def _steps(shapes: tuple[str, ...] | None, graphs: int | None = None) -> StepStats:
-    fields = {f.name: None for f in dataclasses.fields(StepStats)}
-    fields.update(timestamp=100.0, steps_total=50, window_steps=8, step_source="optimizer", graph_break_reasons=(),
-                  unaligned_weight_shapes=shapes, unique_graphs=graphs)
-    return StepStats(**fields)  # type: ignore[arg-type]
+    return step_stats(unaligned_weight_shapes=shapes, unique_graphs=graphs)
 
 
 def _gd211(steps: StepStats) -> list[tuple[str, Severity, str]]:
