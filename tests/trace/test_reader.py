@@ -169,3 +169,19 @@ def test_gzip_of_several_members_reads_like_one(tmp_path: Path, trace_file: Call
     two = load_trace(multi)
     assert len(two.events) == len(one.events) > 100
     assert list(two.events.ts) == list(one.events.ts)
+
+
+def test_names_and_threads_are_interned_in_order_of_first_appearance_across_chunks() -> None:
+    from gpudoctor.trace.events import Builder, _Complete
+
+    def event(name: str, tid: int) -> _Complete:
+        return _Complete(cat="cpu_op", name=name, pid=1, tid=tid, ts=1.0, dur=1.0)
+
+    builder = Builder()
+    builder.add([event("a", 7), event("b", 7), event("a", 8), event("c", 7), event("c", 9)])
+    builder.add([event("c", 8), event("d", 7), event("a", 7), event("d", 10), event("e", 9)])
+    table = builder.finish()
+    assert table.names == ["a", "b", "c", "d", "e"]
+    assert [table.names[i] for i in table.name] == ["a", "b", "a", "c", "c", "c", "d", "a", "d", "e"]
+    assert table.threads == [(1, 7), (1, 8), (1, 9), (1, 10)]
+    assert [table.threads[i][1] for i in table.thread] == [7, 7, 8, 7, 9, 8, 7, 7, 10, 9]
