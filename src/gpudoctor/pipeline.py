@@ -168,6 +168,7 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
     ignores: dict[str, dict[int, frozenset[str]]] = {}
     tables: list[MetricTable] = []
     counts: dict[str, int] = {}
+    context_files: list[str] = []
     names = [str(p) for p in paths]
     if names:
         from gpudoctor.static.runner import run_checks
@@ -176,6 +177,7 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
         factsets.extend(static.factsets)
         ignores = static.ignores
         counts = static.files_by_kind
+        context_files = static.context_files
         sources.append(Source.STATIC)
     if env:
         from gpudoctor.static.machine import machine_factset, machine_table
@@ -194,9 +196,14 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
         notes.append(f"checked {checked} file(s)" + (f" ({kinds})" if kinds else "") +
                      (f"; {suppressed} finding(s) suppressed by inline comments" if suppressed else ""))
+        if context_files:
+            shown = ", ".join(context_files[:5]) + (" …" if len(context_files) > 5 else "")
+            notes.append(f"read {len(context_files)} project module(s) they import, for what the project does "
+                         f"(autocast, compile, pin_memory …), not judged themselves: {shown}")
     return Report(command="check", inputs=names + (["--env"] if env else []), findings=findings,
                   not_evaluated=result.not_evaluated, tables=tables, notes=notes,
-                  data={"files_checked": checked, "files_by_kind": counts, "suppressed": suppressed},
+                  data={"files_checked": checked, "files_by_kind": counts, "suppressed": suppressed,
+                        "context_files": context_files},
                   elapsed_s=round(time.perf_counter() - started, 3))
 
 

@@ -421,7 +421,7 @@ gpu_limits                               static:k8s.container                   
 launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
 reason                                   static:file.error                             text    static.sites     why the file could not be analysed
 detail                                   static:file.error                             text    static.sites     the error
-# --- static: the whole checked tree ---
+# --- static: the whole checked tree (and the project modules its Python files import: static.localimports) ---
 project_uses_cuda                        static:run                                    bool    static.runner    some checked file moves work to CUDA
 project_uses_ddp                         static:run                                    bool    static.runner    some checked file uses DistributedDataParallel
 project_has_distributed_sampler          static:run                                    bool    static.runner    some checked file uses a DistributedSampler

@@ -107,8 +107,28 @@ class PythonChecker(ast.NodeVisitor):
                 self.visit(value)
 
     # ---- entry --------------------------------------------------------------------------------
+    def _walk_module(self, tree: ast.Module) -> None:
+        """Walk the module's statements, noting which flags each top-level function or class sets
+        (``definition_flags``: what importing that name from this module brings to a script) and
+        which the module-level code sets (``module_flags``: what importing the module at all does)."""
+        flags = self.flags
+        module_level: set[str] = set()
+        for stmt in tree.body:
+            saved = dict(flags)
+            flags.update(dict.fromkeys(flags, False))
+            self.visit(stmt)
+            inside = [k for k, v in flags.items() if v]
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if inside:
+                    self.result.definition_flags[stmt.name] = sorted(inside)
+            else:
+                module_level.update(inside)
+            for name, value in saved.items():
+                flags[name] = value or flags[name]
+        self.result.module_flags = sorted(module_level)
+
     def run(self, tree: ast.Module) -> None:
-        self.visit(tree)
+        self._walk_module(tree)
         for fn in self.finished_functions:
             if fn.compiled or (fn.class_name in self.compiled_classes and fn.node.name == "forward"):
                 self.result.sites.extend(fn.breakers)
@@ -136,12 +156,19 @@ class PythonChecker(ast.NodeVisitor):
     # ---- imports and names --------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
         self.names.add_import(node)
+        self.result.imports.extend((0, alias.name, None) for alias in node.names)
         for alias in node.names:
             if alias.name == "torch.distributed.launch":
                 self.emit("launch.command", node, launcher="torch.distributed.launch", command=alias.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         self.names.add_import_from(node)
+        module = node.module or ""
+        names = tuple(a.name for a in node.names if a.name != "*")
+        if module:  # the names it takes from the module (a star import takes them all: None)
+            self.result.imports.append((node.level, module, names if len(names) == len(node.names) else None))
+        # ``from pkg import helpers`` / ``from . import helpers`` may name a submodule: all of it
+        self.result.imports.extend((node.level, f"{module}.{n}" if module else n, None) for n in names)
         if node.module == "torch.distributed" and any(a.name == "launch" for a in node.names):
             self.emit("launch.command", node, launcher="torch.distributed.launch", command="torch.distributed")
 
@@ -174,6 +201,10 @@ class PythonChecker(ast.NodeVisitor):
             self.flags["has_distributed_sampler"] = True
         elif qual in pn.COMPILE_CALLS:
             self.flags["uses_compile"] = True
+        elif qual in pn.AUTOCAST and not isinstance(node.ctx, ast.Store):
+            # any use, not only a call: timm's train.py builds ``partial(torch.autocast, …)`` once and
+            # enters it in the loop, and GD201 warned "no autocast anywhere" on it
+            self.flags["has_autocast"] = True
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if pn.mentions_cuda(node):

@@ -34,6 +34,8 @@ class StaticRun:
     ignores: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)
     files_by_kind: dict[str, int] = field(default_factory=dict)
     flags: dict[str, bool] = field(default_factory=dict)
+    #: project modules the checked files import, read for the project-wide flags only
+    context_files: list[str] = field(default_factory=list)
 
 
 def check_file(path: str, kind: str) -> FileResult:
@@ -85,15 +87,21 @@ def run_checks(paths: Iterable[str], jobs: int | None = None) -> StaticRun:
             results = [r for chunk in pool.map(_check_chunk, chunks) for r in chunk]
     else:
         results = _check_chunk(items)
-    return collect(results)
+    return collect(results, context=True)
 
 
-def collect(results: list[FileResult]) -> StaticRun:
-    """Turn file results into fact sets plus the project-wide ``run`` fact set."""
+def collect(results: list[FileResult], context: bool = False) -> StaticRun:
+    """Turn file results into fact sets plus the project-wide ``run`` fact set. With ``context``, the
+    project modules the checked Python files import (a helper beside a script) add what they do to
+    the project flags, and nothing else (:mod:`gpudoctor.static.localimports`)."""
+    from gpudoctor.static.localimports import context_flags
     from gpudoctor.static.python import FLAGS
 
     run = StaticRun()
     flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
+    if context:
+        run.context_files, brought = context_flags(results, lambda path: _check_one(path, "python"))
+        flags.update(dict.fromkeys(brought, True))
     for result in results:
         run.files_by_kind[result.kind] = run.files_by_kind.get(result.kind, 0) + 1
         if len(result.sites) > MAX_SITES_PER_FILE:  # every site is judged by every rule of its scope

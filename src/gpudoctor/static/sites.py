@@ -36,6 +36,12 @@ class FileResult:
     sites: list[Site] = field(default_factory=list)
     flags: dict[str, bool] = field(default_factory=dict)
     ignores: dict[int, frozenset[str]] = field(default_factory=dict)  # line → codes ("*" = all)
+    #: the modules the file imports (Python files): (level, dotted name, the names taken from it or
+    #: None for the whole module); level 0 is absolute, ≥ 1 relative
+    imports: list[tuple[int, str, tuple[str, ...] | None]] = field(default_factory=list)
+    #: project flags set inside each top-level function or class, and by module-level code
+    definition_flags: dict[str, list[str]] = field(default_factory=dict)
+    module_flags: list[str] = field(default_factory=list)
 
     def add(self, scope: str, line: int, col: int, label: str = "", **values: FactValue) -> Site:
         site = Site(scope, line, col, dict(values), label)

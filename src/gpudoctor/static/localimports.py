@@ -1,0 +1,116 @@
+"""The project's own modules that a checked script imports, found on disk beside it.
+
+Why this exists: ``gpudoctor check train.py`` reads one file, but a training script often keeps its
+setup in a helper beside it (``from utils import autocast_ctx``, ``from .engine import train``).
+Project-wide facts ("some checked file uses autocast / torch.compile / pin_memory / cudnn.benchmark")
+then missed what the helper does, and rules that look for the fix anywhere in the project (GD201,
+GD403, GD208 …) warned about a fix that is there: the fault zoo's ``healthy.py`` checked alone got a
+GD201 warning for the bf16 autocast its ``_common.py`` applies. The modules found here are read for
+those project facts only: their own sites are not judged (they were not asked for). A module adds
+what its module-level code does, and, for ``from helpers import a, b``, what the definitions of
+``a`` and ``b`` do — not what an unrelated helper beside them does (``tf32_off.py`` takes ``MLP`` from
+the zoo's ``_common.py``, not its ``bf16_autocast``, and still trains in fp32).
+
+What it must not do: import anything it finds, follow installed packages (only files under the
+importing file's directory tree, or the package it belongs to, count), or read without bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterable
+
+from gpudoctor.static.sites import FileResult
+
+#: At most this many imported modules are read for context per ``check`` run.
+MAX_CONTEXT_FILES = 64
+#: Imports are followed this many levels deep (a script → its helper → the helper's helper).
+MAX_DEPTH = 3
+#: Imported files larger than this are not read for context.
+MAX_CONTEXT_BYTES = 2 * 1024 * 1024
+
+Import = tuple[int, str, "tuple[str, ...] | None"]
+
+
+def module_file(importer: str, level: int, module: str) -> str | None:
+    """The project file that ``import module`` (``level`` 0) or a relative import (``level`` ≥ 1) in
+    ``importer`` loads, when it lies beside ``importer`` (as ``python script.py`` puts the script's
+    directory first on ``sys.path``) or in its package; None for anything else (installed packages)."""
+    return _module_file_in(os.path.dirname(os.path.abspath(importer)), level, module)
+
+
+@functools.lru_cache(maxsize=65536)
+def _module_file_in(base: str, level: int, module: str) -> str | None:
+    """:func:`module_file` by the importer's directory (the files of one directory import alike:
+    ``import torch`` in each of them is looked up once per run)."""
+    for _ in range(max(0, level - 1)):
+        base = os.path.dirname(base)
+    parts = [p for p in module.split(".") if p]
+    if not parts:
+        return None
+    stem = os.path.join(base, *parts)
+    for found in (stem + ".py", os.path.join(stem, "__init__.py")):
+        if os.path.isfile(found):
+            return found
+    return None
+
+
+def _as_named(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it (as the user would name it)."""
+    shown = os.path.relpath(path)
+    return path if shown.startswith("..") else shown
+
+
+def flags_brought(module: FileResult, names: tuple[str, ...] | None) -> set[str]:
+    """The project flags that importing ``names`` (None: the whole module) from ``module`` brings."""
+    if names is None:
+        return {k for k, v in module.flags.items() if v}
+    brought = set(module.module_flags)
+    for name in names:
+        brought.update(module.definition_flags.get(name, ()))
+    return brought
+
+
+def context_flags(checked: Iterable[FileResult], parse: Callable[[str], FileResult]) -> tuple[list[str], set[str]]:
+    """The project modules that the ``checked`` Python files import (up to :data:`MAX_DEPTH` deep, at
+    most :data:`MAX_CONTEXT_FILES`, none of them checked files) and the flags those imports bring;
+    ``parse`` checks one found module."""
+    _module_file_in.cache_clear()  # files may have come or gone since the last run in this process
+    importers = [r for r in checked if r.kind == "python"]
+    checked_abs = {os.path.abspath(r.path) for r in importers}  # the cheap test first (a directory's
+    checked_real = {os.path.realpath(p) for p in checked_abs}    # imports are mostly checked files)
+    parsed: dict[str, FileResult] = {}
+    found: list[str] = []
+    flags: set[str] = set()
+    frontier = importers
+    for _ in range(MAX_DEPTH):
+        following: list[FileResult] = []
+        for importer in frontier:
+            base = os.path.dirname(os.path.abspath(importer.path))
+            for level, name, names in importer.imports:
+                path = _module_file_in(base, level, name)
+                if path is None or path in checked_abs:
+                    continue
+                real = os.path.realpath(path)
+                if real in checked_real:
+                    continue  # checked itself: its flags count in full already
+                module = parsed.get(real)
+                if module is None:
+                    if len(found) >= MAX_CONTEXT_FILES or _too_big(real):
+                        continue
+                    module = parsed[real] = parse(_as_named(path))
+                    found.append(module.path)
+                    following.append(module)
+                flags |= flags_brought(module, names)
+        frontier = following
+        if not frontier:
+            break
+    return found, flags
+
+
+def _too_big(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > MAX_CONTEXT_BYTES
+    except OSError:
+        return True
