@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from gpudoctor.live.priority import observer_child_setup
+from gpudoctor.live.priority import SAMPLER_NICE, observer_child_setup
 from gpudoctor.live.samples import StackSample
 
 log = logging.getLogger("gpudoctor.live.stacks")
@@ -182,7 +182,7 @@ def probe(pid: int) -> str | None:
         return "py-spy is not installed: pip install py-spy."
     try:
         proc = subprocess.run([binary, "dump", "--pid", str(pid), "--nonblocking"], capture_output=True,
-                              text=True, timeout=5, preexec_fn=observer_child_setup())
+                              text=True, timeout=5, preexec_fn=observer_child_setup(SAMPLER_NICE))
     except subprocess.TimeoutExpired:
         return "py-spy did not answer within 5 s."
     except OSError as exc:
@@ -224,7 +224,7 @@ def record_window(pid: int, window_s: float, rate_hz: int = 50, binary: str | No
         # Niced like the session's threads (live/priority.py): py-spy waits for a core, never takes one;
         # and it dies with gpudoctor (observer_child_setup).
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=observer_child_setup())
+                                preexec_fn=observer_child_setup(SAMPLER_NICE))
         deadline = started + window_s + 10
         while proc.poll() is None:
             if (stop is not None and stop.wait(0.1)) or time.monotonic() > deadline:
