@@ -394,6 +394,8 @@ size                                     static:python.unaligned_dim            
 padded                                   static:python.unaligned_dim                   count   static.pyextra   the size rounded up to a multiple of 64
 find_unused_parameters                   static:python.ddp                             text    static.pyextra   DDP find_unused_parameters as written
 backend                                  static:python.process_group                   text    static.pyextra   process-group backend
+platform_branch                          static:python.process_group                   bool    static.pyextra   the call is inside an if that picks code by operating system
+file_reduces_tensors                     static:python.process_group                   bool    static.python    its file wraps a model in DDP/FSDP or calls a collective
 reader                                   static:python.whole_dataset_load              text    static.pyextra   the function reading the whole dataset
 use_reentrant                            static:python.checkpoint                      text    static.pyextra   checkpoint use_reentrant as written
 layer                                    static:python.conv_layer,python.conv_bias_bn  text    static.python    the layer
@@ -432,6 +434,7 @@ project_has_grad_scaler                  static:run                             
 project_has_autocast                     static:run                                    bool    static.runner    some checked file uses autocast
 project_dataloader_workers               static:run                                    bool    static.runner    some checked DataLoader uses workers
 project_uses_compile                     static:run                                    bool    static.runner    some checked file calls torch.compile (or Module.compile)
+project_reduces_tensors                  static:run                                    bool    static.runner    some checked file wraps a model in DDP/FSDP or calls a collective
 project_python_files                     static:run                                    count   static.runner    Python files checked
 # --- env: this machine (gpudoctor.static.machine) ---
 driver_version                           env:machine                                   text    static.machine   NVIDIA driver version

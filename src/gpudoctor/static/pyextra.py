@@ -28,6 +28,7 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
         ck.emit("python.data_parallel", node, call=pn.short(func))
     elif names.is_one_of(qual, pn.DDP):
         ck.flags["uses_ddp"] = True
+        ck.flags["reduces_tensors"] = True
         ck.emit("python.ddp", node, find_unused_parameters=pn.tri_state(pn.keyword(node, "find_unused_parameters")))
     elif names.is_one_of(qual, pn.AUTOCAST):
         ck.flags["has_autocast"] = True
@@ -39,7 +40,10 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
         ck.flags["uses_ddp"] = True
         backend_node = pn.keyword(node, "backend") or (node.args[0] if node.args else None)
         backend = pn.literal(backend_node)
-        ck.emit("python.process_group", node, backend=backend.lower() if isinstance(backend, str) else "")
+        ck.emit("python.process_group", node, backend=backend.lower() if isinstance(backend, str) else "",
+                platform_branch=ck.platform_depth > 0)
+    elif names.is_one_of(qual, pn.COLLECTIVES):
+        ck.flags["reduces_tensors"] = True
     elif qual == "torch.load":
         if pn.keyword(node, "weights_only") is None and not any(k.arg is None for k in node.keywords):
             ck.emit("python.torch_load", node, call=pn.short(node, 50))

@@ -19,6 +19,12 @@ DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParal
                            "torch.nn.parallel.data_parallel.DataParallel"})
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.DDP",
                  "torch.nn.parallel.distributed.DistributedDataParallel"})
+#: Calls that move tensors between ranks through the process group (collectives, FSDP wrappers):
+#: what a gloo backend makes slow for CUDA tensors. An RPC-only or barrier-only group is not slowed.
+COLLECTIVES = frozenset({f"torch.distributed.{n}" for n in (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "broadcast",
+    "reduce", "all_to_all", "all_to_all_single", "fsdp.FullyShardedDataParallel", "fsdp.fully_shard",
+    "_composable.fsdp.fully_shard")})
 DISTRIBUTED_SAMPLER = frozenset({"torch.utils.data.DistributedSampler",
                                  "torch.utils.data.distributed.DistributedSampler"})
 AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
@@ -158,6 +164,23 @@ def test_traits(node: ast.AST) -> tuple[bool, bool]:
         elif isinstance(n, ast.Attribute):
             rank = rank or "rank" in n.attr or "main_process" in n.attr
     return periodic, rank
+
+
+#: What an ``if`` test that picks code per operating system mentions (``sys.platform == "win32"``,
+#: ``os.name == "nt"``, ``platform.system() == "Windows"``).
+_PLATFORM_WORDS = frozenset({"win32", "nt", "windows", "darwin", "cygwin"})
+
+
+def tests_platform(node: ast.AST) -> bool:
+    """Whether an ``if`` test picks code by operating system: on Windows only gloo exists, so a gloo
+    process group chosen there is no mistake (pytorch/examples ``distributed/ddp/example.py``)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in ("platform", "name", "system") and \
+                isinstance(n.value, ast.Name) and n.value.id in ("sys", "os", "platform"):
+            return True
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower() in _PLATFORM_WORDS:
+            return True
+    return False
 
 
 def names_in(node: ast.AST) -> set[str]:

@@ -22,7 +22,7 @@ from gpudoctor.static.sites import FileResult, Site, find_ignores
 
 #: Project-wide flags every Python file contributes to (OR-ed over files; see ``static/runner.py``).
 FLAGS = ("uses_cuda", "uses_ddp", "has_distributed_sampler", "pins_memory", "cudnn_benchmark", "uses_no_sync",
-         "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile")
+         "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile", "reduces_tensors")
 
 
 #: Fields that never hold nodes the walker cares about (expression contexts, operators).
@@ -75,6 +75,7 @@ class PythonChecker(ast.NodeVisitor):
         self.autocast_depth = 0
         self.periodic_depth = 0
         self.rank_guard_depth = 0
+        self.platform_depth = 0  # inside an ``if`` that picks code by operating system
         self.skip_calls: set[int] = set()
         self.first_conv: ast.Call | None = None
         self._dispatch: dict[type, Callable[[Any], None]] = {
@@ -139,6 +140,8 @@ class PythonChecker(ast.NodeVisitor):
             site.values.setdefault("file_uses_cuda", self.flags["uses_cuda"])
             if site.scope in ("python.whole_dataset_load", "python.dataloader"):
                 site.values.update(file_facts)  # DDP is judged per file, not from another script
+            elif site.scope == "python.process_group":
+                site.values["file_reduces_tensors"] = self.flags["reduces_tensors"]
         self.result.flags = self.flags
 
     def _site(self, scope: str, node: ast.AST, label: str = "", **values: FactValue) -> Site:
@@ -262,14 +265,17 @@ class PythonChecker(ast.NodeVisitor):
         self._check_branch(node.test)
         self.visit(node.test)
         periodic, rank_guard = pn.test_traits(node.test)
+        platform = pn.tests_platform(node.test)
         self.periodic_depth += periodic
         self.rank_guard_depth += rank_guard
+        self.platform_depth += platform
         for stmt in node.body:
             self.visit(stmt)
         for stmt in node.orelse:
             self.visit(stmt)
         self.periodic_depth -= periodic
         self.rank_guard_depth -= rank_guard
+        self.platform_depth -= platform
 
     def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
         autocast = 0
