@@ -94,10 +94,11 @@ def _method(ck: PythonChecker, node: ast.Call, attr: str) -> None:
         if pn.literal(pn.keyword(node, "non_blocking")) is True:
             ck.emit("python.non_blocking", node, call=pn.short(node, 50))
         receiver = func.value
-        if on_cuda and isinstance(receiver, ast.Call) and ck.names.qualname(receiver.func) in pn.TENSOR_FACTORIES \
-                and pn.keyword(receiver, "device") is None:
-            ck.in_step("python.host_tensor_copy", node, call=pn.short(node, 50),
-                       factory=ck.names.qualname(receiver.func) or "")
+        factory = ck.names.qualname(receiver.func) if isinstance(receiver, ast.Call) else None
+        if on_cuda and isinstance(receiver, ast.Call) and pn.keyword(receiver, "device") is None and (
+                factory in pn.TENSOR_FACTORIES
+                or (factory in pn.VALUE_FACTORIES and receiver.args and pn.is_literal_expr(receiver.args[0]))):
+            ck.in_step("python.host_tensor_copy", node, call=pn.short(node, 50), factory=factory or "")
 
 
 def _dataloader(ck: PythonChecker, node: ast.Call) -> None:

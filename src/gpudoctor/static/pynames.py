@@ -10,10 +10,15 @@ from __future__ import annotations
 import ast
 
 #: torch factory functions that build a tensor on the CPU unless given ``device=``.
+#: Factories whose result could have been made on the GPU directly (``device=``): shapes and fills.
 TENSOR_FACTORIES = frozenset(
-    f"torch.{n}" for n in ("tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange",
-                           "rand", "randn", "randint", "linspace", "stack", "cat", "eye")
+    f"torch.{n}" for n in ("zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "linspace", "eye")
 )
+#: Factories that copy values they are given: a constant only when those values are literals
+#: (``torch.tensor([1.0] * 10)``); ``torch.tensor(rewards)``, ``torch.from_numpy(obs)`` or
+#: ``torch.stack(results)`` bring data that lives on the host and has to be copied (pytorch/examples'
+#: RL scripts), which GD308's fix (make it on the device) cannot remove.
+VALUE_FACTORIES = frozenset(f"torch.{n}" for n in ("tensor", "as_tensor"))
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                            "torch.nn.parallel.data_parallel.DataParallel"})
@@ -181,6 +186,12 @@ def tests_platform(node: ast.AST) -> bool:
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower() in _PLATFORM_WORDS:
             return True
     return False
+
+
+def is_literal_expr(node: ast.AST) -> bool:
+    """Whether ``node`` is built from literals alone (``[1.0] * 10``, ``(0.5, 0.5)``, ``[[1, 2], [3, 4]]``)."""
+    return all(isinstance(n, (ast.Constant, ast.List, ast.Tuple, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop,
+                              ast.expr_context)) for n in ast.walk(node))
 
 
 def names_in(node: ast.AST) -> set[str]:
