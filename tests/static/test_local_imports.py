@@ -117,3 +117,38 @@ def test_cycles_and_installed_packages_end_the_search(tmp_path: Path) -> None:
     (tmp_path / "b.py").write_text("import a\nfrom torch import nn\n")
     run = run_checks([str(tmp_path / "a.py")])
     assert [Path(p).name for p in run.context_files] == ["b.py"]
+
+
+FP32_SCRIPT = TRAIN.format(imports="import contextlib", context="contextlib.nullcontext()") + \
+    '\n\nif __name__ == "__main__":\n    pass\n'
+BF16_SCRIPT = TRAIN.format(imports="", context='torch.autocast("cuda", dtype=torch.bfloat16)')
+ENGINE = '''\
+import torch
+
+
+def train_one_epoch(model, loader, opt):
+    for x, y in loader:
+        loss = model(x.cuda()).sum()
+        loss.backward()
+        opt.step()
+'''
+
+
+def test_one_script_of_a_tree_does_not_hide_another_s_finding(tmp_path: Path) -> None:
+    (tmp_path / "fp32_example.py").write_text(FP32_SCRIPT)
+    (tmp_path / "bf16_example.py").write_text(BF16_SCRIPT)
+    codes = _codes([tmp_path])
+    assert codes.get("GD201") == {"fp32_example.py"}
+    message = next(f.message for f in check_findings([tmp_path]) if f.code == "GD201")
+    assert "in this script or the project modules it imports" in message
+
+
+def test_a_module_whose_loop_sits_in_a_function_is_judged_with_the_whole_tree(tmp_path: Path) -> None:
+    # a script may call engine.train_one_epoch under autocast: the module keeps the project-wide view
+    (tmp_path / "engine.py").write_text(ENGINE)
+    (tmp_path / "main.py").write_text('import torch\nfrom engine import train_one_epoch\n\n'
+                                      'with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+                                      '    train_one_epoch(model.cuda(), loader, opt)\n')
+    assert "GD201" not in _codes([tmp_path])
+    alone = _codes([tmp_path / "engine.py"])
+    assert alone.get("GD201") == {"engine.py"}

@@ -423,19 +423,21 @@ gpu_limits                               static:k8s.container                   
 launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
 reason                                   static:file.error                             text    static.sites     why the file could not be analysed
 detail                                   static:file.error                             text    static.sites     the error
-# --- static: the whole checked tree (and the project modules its Python files import: static.localimports) ---
-project_uses_cuda                        static:run                                    bool    static.runner    some checked file moves work to CUDA
-project_uses_ddp                         static:run                                    bool    static.runner    some checked file uses DistributedDataParallel
-project_has_distributed_sampler          static:run                                    bool    static.runner    some checked file uses a DistributedSampler
-project_pins_memory                      static:run                                    bool    static.runner    some checked file pins host memory
-project_cudnn_benchmark                  static:run                                    bool    static.runner    some checked file sets cudnn.benchmark
-project_uses_no_sync                     static:run                                    bool    static.runner    some checked file uses DDP no_sync()
-project_has_grad_scaler                  static:run                                    bool    static.runner    some checked file uses a GradScaler
-project_has_autocast                     static:run                                    bool    static.runner    some checked file uses autocast
-project_dataloader_workers               static:run                                    bool    static.runner    some checked DataLoader uses workers
-project_uses_compile                     static:run                                    bool    static.runner    some checked file calls torch.compile (or Module.compile)
-project_reduces_tensors                  static:run                                    bool    static.runner    some checked file wraps a model in DDP/FSDP or calls a collective
+# --- static: the whole checked tree (and the project modules its Python files import: static.localimports);
+#     on the sites of a script that runs on its own, what that script and its imports reach instead ---
+project_uses_cuda                        static:run,python.*                           bool    static.runner    some checked file moves work to CUDA
+project_uses_ddp                         static:run,python.*                           bool    static.runner    some checked file uses DistributedDataParallel
+project_has_distributed_sampler          static:run,python.*                           bool    static.runner    some checked file uses a DistributedSampler
+project_pins_memory                      static:run,python.*                           bool    static.runner    some checked file pins host memory
+project_cudnn_benchmark                  static:run,python.*                           bool    static.runner    some checked file sets cudnn.benchmark
+project_uses_no_sync                     static:run,python.*                           bool    static.runner    some checked file uses DDP no_sync()
+project_has_grad_scaler                  static:run,python.*                           bool    static.runner    some checked file uses a GradScaler
+project_has_autocast                     static:run,python.*                           bool    static.runner    some checked file uses autocast
+project_dataloader_workers               static:run,python.*                           bool    static.runner    some checked DataLoader uses workers
+project_uses_compile                     static:run,python.*                           bool    static.runner    some checked file calls torch.compile (or Module.compile)
+project_reduces_tensors                  static:run,python.*                           bool    static.runner    some checked file wraps a model in DDP/FSDP or calls a collective
 project_python_files                     static:run                                    count   static.runner    Python files checked
+flag_scope                               static:run,python.*                           text    static.runner    where the project_* flags were looked for, in words
 # --- env: this machine (gpudoctor.static.machine) ---
 driver_version                           env:machine                                   text    static.machine   NVIDIA driver version
 driver_cuda                              env:machine                                   text    static.machine   CUDA version the driver supports

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from gpudoctor.static.sites import FileResult
 
@@ -27,6 +28,8 @@ from gpudoctor.static.sites import FileResult
 MAX_CONTEXT_FILES = 64
 #: Imports are followed this many levels deep (a script → its helper → the helper's helper).
 MAX_DEPTH = 3
+#: A script's reach stops growing after this many modules (a monorepo's imports fan out fast).
+MAX_REACH_MODULES = 256
 #: Imported files larger than this are not read for context.
 MAX_CONTEXT_BYTES = 2 * 1024 * 1024
 
@@ -72,41 +75,67 @@ def flags_brought(module: FileResult, names: tuple[str, ...] | None) -> set[str]
     return brought
 
 
-def context_flags(checked: Iterable[FileResult], parse: Callable[[str], FileResult]) -> tuple[list[str], set[str]]:
-    """The project modules that the ``checked`` Python files import (up to :data:`MAX_DEPTH` deep, at
-    most :data:`MAX_CONTEXT_FILES`, none of them checked files) and the flags those imports bring;
-    ``parse`` checks one found module."""
+@dataclass
+class ProjectContext:
+    """What the checked Python files' own imports bring (see the module docstring)."""
+
+    #: the project modules read for context (imported, not checked), as the user would name them
+    files: list[str] = field(default_factory=list)
+    #: flags the checked files and what they import bring to the project as a whole
+    flags: set[str] = field(default_factory=set)
+    #: per checked entry-point script (its path): the flags it and what it imports reach
+    reach: dict[str, set[str]] = field(default_factory=dict)
+
+
+def project_context(checked: Iterable[FileResult], parse: Callable[[str], FileResult]) -> ProjectContext:
+    """Follow the ``checked`` Python files' imports of project modules: a script (``entry_point``) up to
+    :data:`MAX_DEPTH` levels and :data:`MAX_REACH_MODULES` modules, any other module one level; at most
+    :data:`MAX_CONTEXT_FILES` modules that were not checked are read, by ``parse``."""
     _module_file_in.cache_clear()  # files may have come or gone since the last run in this process
     importers = [r for r in checked if r.kind == "python"]
-    checked_abs = {os.path.abspath(r.path) for r in importers}  # the cheap test first (a directory's
-    checked_real = {os.path.realpath(p) for p in checked_abs}    # imports are mostly checked files)
-    parsed: dict[str, FileResult] = {}
-    found: list[str] = []
-    flags: set[str] = set()
-    frontier = importers
-    for _ in range(MAX_DEPTH):
-        following: list[FileResult] = []
-        for importer in frontier:
-            base = os.path.dirname(os.path.abspath(importer.path))
-            for level, name, names in importer.imports:
-                path = _module_file_in(base, level, name)
-                if path is None or path in checked_abs:
-                    continue
-                real = os.path.realpath(path)
-                if real in checked_real:
-                    continue  # checked itself: its flags count in full already
-                module = parsed.get(real)
-                if module is None:
-                    if len(found) >= MAX_CONTEXT_FILES or _too_big(real):
+    by_real = {os.path.realpath(r.path): r for r in importers}
+    by_abs = {os.path.abspath(r.path): r for r in importers}  # the cheap look-up first
+    out = ProjectContext()
+
+    def module_at(path: str) -> FileResult | None:
+        known = by_abs.get(path)
+        if known is not None:
+            return known
+        real = os.path.realpath(path)
+        known = by_real.get(real)
+        if known is None and len(out.files) < MAX_CONTEXT_FILES and not _too_big(real):
+            known = by_real[real] = by_abs[path] = parse(_as_named(path))
+            out.files.append(known.path)
+        return known
+
+    for script in importers:
+        reached = {k for k, v in script.flags.items() if v}
+        seen = {id(script)}
+        frontier = [script]
+        # a module's own flags are in the project's already; from it, one level of imports (what it
+        # brings from modules that were not checked). A script follows its imports deeper.
+        for _ in range(MAX_DEPTH if script.entry_point else 1):
+            if len(seen) > MAX_REACH_MODULES:
+                break
+            following: list[FileResult] = []
+            for importer in frontier:
+                base = os.path.dirname(os.path.abspath(importer.path))
+                for level, name, names in importer.imports:
+                    path = _module_file_in(base, level, name)
+                    module = module_at(path) if path is not None else None
+                    if module is None or module is importer:
                         continue
-                    module = parsed[real] = parse(_as_named(path))
-                    found.append(module.path)
-                    following.append(module)
-                flags |= flags_brought(module, names)
-        frontier = following
-        if not frontier:
-            break
-    return found, flags
+                    reached |= flags_brought(module, names)
+                    if id(module) not in seen:
+                        seen.add(id(module))
+                        following.append(module)
+            frontier = following
+            if not frontier:
+                break
+        out.flags |= reached
+        if script.entry_point:
+            out.reach[script.path] = reached
+    return out
 
 
 def _too_big(path: str) -> bool:

@@ -143,6 +143,7 @@ class PythonChecker(ast.NodeVisitor):
             elif site.scope == "python.process_group":
                 site.values["file_reduces_tensors"] = self.flags["reduces_tensors"]
         self.result.flags = self.flags
+        self.result.entry_point = _runs_on_its_own(tree, self.result.sites)
 
     def _site(self, scope: str, node: ast.AST, label: str = "", **values: FactValue) -> Site:
         return Site(scope, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, dict(values), label)
@@ -418,6 +419,19 @@ class PythonChecker(ast.NodeVisitor):
                   in_step_function=in_function)
         if frame.periodic_steps and not frame.backward_periodic and not frame.plain_steps:
             self.emit("python.grad_accumulation", frame.periodic_steps[0], call=pn.short(frame.periodic_steps[0], 40))
+
+
+def _runs_on_its_own(tree: ast.Module, sites: list[Site]) -> bool:
+    """A script: a ``__main__`` guard, or a training loop in module-level code. A module whose loops
+    all sit in functions (``engine.train_one_epoch``) may be called by a script that wraps them in
+    autocast, so it is judged with the whole checked code, not by its own imports alone."""
+    if any(isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Compare) and isinstance(stmt.test.left, ast.Name)
+           and stmt.test.left.id == "__name__" for stmt in tree.body):
+        return True
+    spans = [(stmt.lineno, stmt.end_lineno or stmt.lineno) for stmt in tree.body
+             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return any(site.scope == "python.training_loop" and not any(a <= site.line <= b for a, b in spans)
+               for site in sites)
 
 
 def check_python(path: str, data: bytes) -> FileResult:

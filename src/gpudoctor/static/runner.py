@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from gpudoctor.model import FactSet, Source
+from gpudoctor.model import FactSet, FactValue, Source
 from gpudoctor.static.files import decoding_problem, iter_files, read_bytes
 from gpudoctor.static.sites import FileResult
 
@@ -90,18 +90,38 @@ def run_checks(paths: Iterable[str], jobs: int | None = None) -> StaticRun:
     return collect(results, context=True)
 
 
+def _judge_scripts_by_their_reach(results: list[FileResult], reach: dict[str, set[str]]) -> None:
+    """A script that runs on its own is judged by what it and the project modules it imports do,
+    not by every checked file: ``check`` of the whole pytorch/examples tree gave ImageNet's fp32
+    ``main.py`` no GD201 because another example used autocast. Its sites carry ``project_*`` values
+    that shadow the project-wide ones; modules that are not entry points keep the project-wide ones
+    (any script may import them and wrap their loop)."""
+    from gpudoctor.static.python import FLAGS
+
+    for result in results:
+        reached = reach.get(result.path)
+        if reached is None:
+            continue
+        own: dict[str, FactValue] = {f"project_{name}": name in reached for name in FLAGS}
+        own["flag_scope"] = "in this script or the project modules it imports"
+        for site in result.sites:
+            site.values.update(own)
+
+
 def collect(results: list[FileResult], context: bool = False) -> StaticRun:
     """Turn file results into fact sets plus the project-wide ``run`` fact set. With ``context``, the
     project modules the checked Python files import (a helper beside a script) add what they do to
     the project flags, and nothing else (:mod:`gpudoctor.static.localimports`)."""
-    from gpudoctor.static.localimports import context_flags
+    from gpudoctor.static.localimports import project_context
     from gpudoctor.static.python import FLAGS
 
     run = StaticRun()
     flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
     if context:
-        run.context_files, brought = context_flags(results, lambda path: _check_one(path, "python"))
-        flags.update(dict.fromkeys(brought, True))
+        found = project_context(results, lambda path: _check_one(path, "python"))
+        run.context_files = found.files
+        flags.update(dict.fromkeys(found.flags, True))
+        _judge_scripts_by_their_reach(results, found.reach)
     for result in results:
         run.files_by_kind[result.kind] = run.files_by_kind.get(result.kind, 0) + 1
         if len(result.sites) > MAX_SITES_PER_FILE:  # every site is judged by every rule of its scope
@@ -120,5 +140,6 @@ def collect(results: list[FileResult], context: bool = False) -> StaticRun:
     run.flags = flags
     run.factsets.append(FactSet(scope="run", source=Source.STATIC,
                                 values={**{f"project_{k}": v for k, v in flags.items()},
+                                        "flag_scope": "anywhere in the checked code",
                                         "project_python_files": run.files_by_kind.get("python", 0)}))
     return run

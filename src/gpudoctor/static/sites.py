@@ -42,6 +42,8 @@ class FileResult:
     #: project flags set inside each top-level function or class, and by module-level code
     definition_flags: dict[str, list[str]] = field(default_factory=dict)
     module_flags: list[str] = field(default_factory=list)
+    #: a script that runs on its own (a ``__main__`` guard or its own training loop)
+    entry_point: bool = False
 
     def add(self, scope: str, line: int, col: int, label: str = "", **values: FactValue) -> Site:
         site = Site(scope, line, col, dict(values), label)
