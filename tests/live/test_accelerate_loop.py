@@ -23,5 +23,7 @@ def test_an_accelerate_loop_reports_its_steps_and_its_input_wait() -> None:
     assert steps["step_source"] == "optimizer"
     assert steps["steps_total"] > 20
     assert steps["data_wait_pct"] is not None and steps["data_wait_pct"] > 20  # 16 ms of loading per step
+    # found by the agent's live windows, the automatic profile window's trace, or both (under CI's
+    # load the profile window and its analysis can take most of a 10 s watch: trace only, seen once)
     gd102 = [f for f in report["findings"] if f["code"] == "GD102"]
-    assert gd102 and "live" in gd102[0]["sources"], report["findings"]
+    assert gd102 and set(gd102[0]["sources"]) & {"live", "trace"}, report["findings"]
