@@ -33,20 +33,13 @@ MAX_REACH_MODULES = 256
 #: Imported files larger than this are not read for context.
 MAX_CONTEXT_BYTES = 2 * 1024 * 1024
 
-Import = tuple[int, str, "tuple[str, ...] | None"]
-
-
-def module_file(importer: str, level: int, module: str) -> str | None:
-    """The project file that ``import module`` (``level`` 0) or a relative import (``level`` ≥ 1) in
-    ``importer`` loads, when it lies beside ``importer`` (as ``python script.py`` puts the script's
-    directory first on ``sys.path``) or in its package; None for anything else (installed packages)."""
-    return _module_file_in(os.path.dirname(os.path.abspath(importer)), level, module)
-
-
 @functools.lru_cache(maxsize=65536)
 def _module_file_in(base: str, level: int, module: str) -> str | None:
-    """:func:`module_file` by the importer's directory (the files of one directory import alike:
-    ``import torch`` in each of them is looked up once per run)."""
+    """The project file that ``import module`` (``level`` 0) or a relative import (``level`` ≥ 1) in a
+    file of directory ``base`` loads, when it lies beside that file (as ``python script.py`` puts the
+    script's directory first on ``sys.path``) or in its package; None for anything else (installed
+    packages). By directory, because the files of one directory import alike: ``import torch`` in
+    each of them is looked up once per run."""
     for _ in range(max(0, level - 1)):
         base = os.path.dirname(base)
     parts = [p for p in module.split(".") if p]

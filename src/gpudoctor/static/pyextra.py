@@ -172,9 +172,7 @@ def file_context(tree: ast.Module, flags: dict[str, bool], sites: list[Site]) ->
     ``if __name__ == "__main__":`` block or its own training loop) runs on its own; a module without
     one may be imported by a DDP script elsewhere in the project.
     """
-    main_guard = any(isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Compare)
-                     and isinstance(stmt.test.left, ast.Name) and stmt.test.left.id == "__name__"
-                     for stmt in tree.body)
+    main_guard = pn.has_main_guard(tree)
     return {"file_uses_ddp": flags["uses_ddp"], "file_has_distributed_sampler": flags["has_distributed_sampler"],
             "file_is_entry_point": main_guard or any(s.scope == "python.training_loop" for s in sites)}
 

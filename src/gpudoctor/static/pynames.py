@@ -194,5 +194,11 @@ def is_literal_expr(node: ast.AST) -> bool:
                               ast.expr_context)) for n in ast.walk(node))
 
 
+def has_main_guard(tree: ast.Module) -> bool:
+    """Whether the module has an ``if __name__ == "__main__":`` block at its top level."""
+    return any(isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Compare) and isinstance(stmt.test.left, ast.Name)
+               and stmt.test.left.id == "__name__" for stmt in tree.body)
+
+
 def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}

@@ -425,8 +425,7 @@ def _runs_on_its_own(tree: ast.Module, sites: list[Site]) -> bool:
     """A script: a ``__main__`` guard, or a training loop in module-level code. A module whose loops
     all sit in functions (``engine.train_one_epoch``) may be called by a script that wraps them in
     autocast, so it is judged with the whole checked code, not by its own imports alone."""
-    if any(isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Compare) and isinstance(stmt.test.left, ast.Name)
-           and stmt.test.left.id == "__name__" for stmt in tree.body):
+    if pn.has_main_guard(tree):
         return True
     spans = [(stmt.lineno, stmt.end_lineno or stmt.lineno) for stmt in tree.body
              if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
