@@ -275,7 +275,7 @@ def probe_env(ctx: Ctx) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scripts", type=Path, required=True, help="folder of fetched third-party scripts")
-    p.add_argument("--part", choices=["1", "2", "all"], default="all")
+    p.add_argument("--part", choices=["1", "2", "3", "all"], default="all")
     p.add_argument("--only", action="append", default=[], help="run only these scenarios (repeatable)")
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--cpu", action="store_true", help="no GPU: CPU dry-run (implies --force-fixes)")

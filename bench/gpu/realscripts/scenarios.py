@@ -171,6 +171,14 @@ def _wlm_base(ctx: Ctx) -> list[str]:
     return common
 
 
+def _torchvision_base(ctx: Ctx) -> list[str]:
+    script = str(HARNESS_DIR / "torchvision_resnet50.py")
+    if ctx.cpu:
+        return [script, "--device", "cpu", "--arch", "resnet18", "--batch", "4", "--image-size", "64",
+                "--classes", "10", "--log-every", "10"]
+    return [script]                                   # ResNet-50, batch 256, fp32, eager
+
+
 def _no_fixes(ctx: Ctx) -> dict[str, list[str]]:
     return {}
 
@@ -184,6 +192,13 @@ SCENARIOS: list[Scenario] = [
                          "cuda_graphs": ["--torchcompile", "--torchcompile-mode", "reduce-overhead"]},
         batch=lambda c: 8 if c.cpu else 256, wall="timm_bench", compile_s=75.0, startup_s=20.0,  # cold start ~30 s
         note="the classic sequence: ResNet-50 batch 256, eager fp32, then each fix gpudoctor names"),
+    Scenario(
+        "torchvision_resnet50", 3, "this repo: bench/gpu/realscripts/torchvision_resnet50.py (torchvision model, plain loop)",
+        cwd=lambda c: c.work, base=_torchvision_base,
+        fixes=lambda c: {"bf16": ["--bf16"], "channels_last": ["--channels-last"], "compile": ["--compile"],
+                         "cuda_graphs": ["--compile", "--compile-mode", "reduce-overhead"]},
+        batch=lambda c: 4 if c.cpu else 256, wall="hf_trainer", compile_s=75.0,
+        note="the classic sequence again on a loop with no per-step sync: ResNet-50 batch 256, data on the GPU"),
     Scenario(
         "lightning_imagenet", 2, "Lightning-AI/pytorch-lightning examples/pytorch/domain_templates/imagenet.py",
         cwd=lambda c: c.scripts / "lightning", base=_lightning_base,
