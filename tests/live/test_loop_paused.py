@@ -90,3 +90,38 @@ def test_the_session_counts_steps_per_window_from_fresh_replies_only() -> None:
     assert len(session._step_totals) == 4
     assert steps_in_window(session._step_totals, now + 20, 10.0) is None  # unknown, not "paused"
     session.close()
+
+
+def test_a_window_in_which_gpudoctors_own_profile_window_ran_is_not_judged() -> None:
+    # A plain torchvision ResNet-50 loop (H200, bench/results/h200-realscripts-5/): 99% busy in its
+    # profiled steps, yet GD101 warned from the windows of the profile window and its export.
+    factsets = build_factsets(10, [[_gpu(5.0)]], None, None, None, _steps(500), 30.0, 12, profiling=True)
+    assert [f.code for f in evaluate(CATALOG, factsets, [Source.LIVE]).findings if f.code == "GD101"] == []
+
+
+class _ProfilingLink(_Link):
+    def __init__(self) -> None:
+        super().__init__()
+        self.profile_state: object = None
+
+    def state(self) -> AgentState:
+        return AgentState(status="connected", profile_state=self.profile_state)  # type: ignore[arg-type]
+
+
+def test_the_session_marks_windows_up_to_one_window_after_its_profile_window_ended() -> None:
+    from gpudoctor.live.samples import ProfileState
+
+    session = LiveSession(os.getpid(), CATALOG, agent="off", use_stacks=False, window_s=2.0)
+    link = _ProfilingLink()
+    session._agent = link  # type: ignore[assignment]
+    link.last_stats_reply = {"timestamp": time.time(), "steps_total": 10, "recent_step_times_ms": [25.0]}
+    assert session._profile_busy_at is None
+    link.profile_state = ProfileState.RECORDING
+    session._keep_step_samples()
+    seen = session._profile_busy_at
+    assert seen is not None and time.time() - seen < 1.0
+    for later in (ProfileState.ANALYSING, ProfileState.DONE):   # the job runs unhindered again
+        link.profile_state = later
+        session._keep_step_samples()
+        assert session._profile_busy_at == seen   # the last busy poll is kept, not moved
+    session.close()

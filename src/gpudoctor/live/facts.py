@@ -30,12 +30,14 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return fmean(known) if known else None
 
 
-def gpu_facts(window: Sequence[GpuSample], pid: int, loop_paused: bool = False) -> FactSet:
+def gpu_facts(window: Sequence[GpuSample], pid: int, loop_paused: bool = False,
+              profiling: bool = False) -> FactSet:
     """Facts of one GPU from its readings over the last window (last reading for states)."""
     last = window[-1]
     values: dict[str, Any] = {
         "gpu_util_pct": _mean([g.util_pct for g in window]),
         "loop_paused": loop_paused,
+        "profile_window_recent": profiling,
         "mem_used_mib": last.mem_used_mib,
         "mem_total_mib": last.mem_total_mib,
         "mem_used_pct": (100.0 * last.mem_used_mib / last.mem_total_mib
@@ -202,16 +204,21 @@ def steps_in_window(totals: Sequence[tuple[float, int]], now: float, window_s: f
 
 def build_factsets(pid: int, gpu_windows: Sequence[Sequence[GpuSample]], proc: ProcessSample | None,
                    shm: ShmSample | None, stacks: StackSample | None, steps: StepStats | None,
-                   session_s: float, window_steps_counted: int | None = None) -> list[FactSet]:
+                   session_s: float, window_steps_counted: int | None = None,
+                   profiling: bool = False) -> list[FactSet]:
     """All live fact sets for one evaluation window.
 
     ``window_steps_counted``: steps the agent counted in this window (:func:`steps_in_window`), or
     None when unknown. A loop that has stepped before and counted none now is paused (compiling,
-    evaluating, saving, exiting): the GPU's idle then is not a cost of the training step.
+    evaluating, saving, exiting): the GPU's idle then is not a cost of the training step (before the
+    first step it is judged: a loop the agent cannot see must still get NVML's verdict).
+    ``profiling``: gpudoctor's own profile window ran in this window or its export is just over — the
+    profiler's host overhead and the export leave the GPU idle, so NVML's utilization then says
+    nothing about the job's step.
     """
     # Only GPUs the target uses are judged (a CPU-only process on a GPU machine gets no GPU findings).
     paused = bool(steps is not None and steps.steps_total > 0 and window_steps_counted == 0)
-    out = [gpu_facts(w, pid, paused) for w in gpu_windows if w and w[-1].target_pids]
+    out = [gpu_facts(w, pid, paused, profiling) for w in gpu_windows if w and w[-1].target_pids]
     job: dict[str, Any] = {}
     if proc is not None:
         job.update(process_values(proc))

@@ -120,6 +120,7 @@ class LiveSession:
         self._samples_total: int | None = None          # agent's steps_total at the last poll
         self._step_totals: deque[tuple[float, int]] = deque(maxlen=STEP_TOTALS_MAX)  # (time, steps_total) per poll
         self._profile_was_busy = False
+        self._profile_busy_at: float | None = None      # last poll that found a profile window running
         self._auto_profile_steps = auto_profile_steps
         self._auto_profile_asked = False
 
@@ -303,6 +304,8 @@ class LiveSession:
                 self._step_totals.append((float(stamp), total))
         state = self._agent.state().profile_state
         busy = state is not None and not state.over
+        if state is not None and state.busy:   # armed or recording; analysing: the job runs unhindered
+            self._profile_busy_at = time.time()
         previous, self._samples_total = self._samples_total, total
         skip = busy or self._profile_was_busy
         self._profile_was_busy = busy
@@ -343,9 +346,11 @@ class LiveSession:
                 for gpu in reading:
                     if gpu.timestamp >= horizon:
                         gpu_window.setdefault(gpu.index, []).append(gpu)
+            # the poll that last saw the window running is up to a poll (1 s) before its end
+            profiling = self._profile_busy_at is not None and now - self._profile_busy_at < self.window_s + 1.0
             factsets = build_factsets(self.pid, list(gpu_window.values()), self._process, self._shm,
                                       self._stacks, self._agent.steps, now - self.started_at,
-                                      steps_in_window(self._step_totals, now, self.window_s))
+                                      steps_in_window(self._step_totals, now, self.window_s), profiling)
         if self._ranks is not None:
             factsets.extend(self._ranks.evaluate(now, self._gpu_hist[-1] if self._gpu_hist else ()))
         result = evaluate(self.catalog, factsets, [Source.LIVE], self.options)
