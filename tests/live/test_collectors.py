@@ -29,6 +29,7 @@ def test_process_sample_of_a_real_child_with_env_and_affinity() -> None:
         assert "SECRET_TOKEN" not in second.env, "only performance-relevant variables are read"
         assert set(second.cpu_affinity or ()) == os.sched_getaffinity(child.pid)
         assert second.rss_mib and second.rss_mib > 1
+        assert second.started_at is not None and 0 <= second.timestamp - second.started_at < 60  # just started
     finally:
         child.kill()
         child.wait()

@@ -17,7 +17,7 @@ from gpudoctor.agent.protocol import StepStats
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
 from gpudoctor.live.facts import build_factsets, steps_in_window
-from gpudoctor.live.samples import AgentState, GpuSample
+from gpudoctor.live.samples import AgentState, GpuSample, ProcessSample
 from gpudoctor.live.session import LiveSession
 from gpudoctor.model import Source
 
@@ -48,8 +48,23 @@ def test_an_idle_gpu_while_a_loop_that_stepped_counts_no_step_is_not_judged() ->
     assert _gd101(_steps(500), 0) == []
 
 
+def _gd101_process(started_s_ago: float | None, steps_total: int) -> list[str]:
+    proc = ProcessSample(timestamp=1000.0, pid=10, alive=True,
+                         started_at=None if started_s_ago is None else 1000.0 - started_s_ago)
+    factsets = build_factsets(10, [[_gpu(5.0)]], proc, None, None, _steps(steps_total), 30.0, 0)
+    return [f.code for f in evaluate(CATALOG, factsets, [Source.LIVE]).findings if f.code == "GD101"]
+
+
+def test_a_young_process_whose_agent_counted_no_step_yet_is_starting_not_judged() -> None:
+    # The plain torchvision ResNet-50 loop, fp32 eager (H200, bench/results/h200-realscripts-6/):
+    # GD101 from the start-up before its first step, 99% busy once it stepped.
+    assert _gd101_process(20.0, 0) == []
+    assert _gd101_process(600.0, 0) == ["GD101"]   # attached to an old process: no step seen is judged
+    assert _gd101_process(None, 0) == ["GD101"]    # its start is unknown
+
+
 def test_before_the_first_step_or_without_an_agent_nvml_alone_still_judges() -> None:
-    assert _gd101(_steps(0), 0) == ["GD101"]      # no step ever seen: the loop may not be detectable
+    assert _gd101(_steps(0), 0) == ["GD101"]      # no step ever seen, no process readings: may not be detectable
     assert _gd101(None, None) == ["GD101"]        # no agent at all
     assert _gd101(_steps(500), None) == ["GD101"]  # polls too short to tell
 

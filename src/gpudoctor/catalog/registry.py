@@ -209,7 +209,7 @@ slower_step_pct                          trace:straggler                        
 steps_compared                           trace:straggler                               count   trace.facts      steps compared across ranks
 # --- live, one fact set per GPU the target uses (gpudoctor.live.facts from NVML) ---
 gpu_util_pct                             live:gpu,job,rank                             %       live.facts       NVML utilization, mean over the window
-loop_paused                              live:gpu                                      bool    live.facts       the agent saw steps before but none in this window (compiling, evaluating, exiting): idle then is no step cost
+loop_paused                              live:gpu                                      bool    live.facts       no step in this window of a loop that stepped before (compiling, evaluating, exiting), or none yet in a process under 180 s old (starting): idle then is no step cost
 profile_window_recent                    live:gpu                                      bool    live.facts       gpudoctor's profile window (or its export) ran in this window: the profiler leaves the GPU idle, NVML utilization then is not the job's
 mem_used_mib                             live:gpu                                      MiB     live.facts       memory used on the GPU (NVML)
 mem_total_mib                            live:gpu                                      MiB     live.facts       the GPU's memory (NVML)

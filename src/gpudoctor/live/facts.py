@@ -23,6 +23,8 @@ from gpudoctor.model import FactSet, Location, Source
 NCCL_DISABLING = {"NCCL_P2P_DISABLE": ("1", "true", "yes"), "NCCL_SHM_DISABLE": ("1", "true", "yes"),
                   "NCCL_IB_DISABLE": ("1", "true", "yes"), "NCCL_NVLS_ENABLE": ("0", "false")}
 _ON = ("1", "true", "yes", "on")
+#: A process this young (seconds) whose agent has counted no step is still starting.
+STARTUP_GRACE_S = 180.0
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -210,14 +212,18 @@ def build_factsets(pid: int, gpu_windows: Sequence[Sequence[GpuSample]], proc: P
 
     ``window_steps_counted``: steps the agent counted in this window (:func:`steps_in_window`), or
     None when unknown. A loop that has stepped before and counted none now is paused (compiling,
-    evaluating, saving, exiting): the GPU's idle then is not a cost of the training step (before the
-    first step it is judged: a loop the agent cannot see must still get NVML's verdict).
+    evaluating, saving, exiting), and so is one whose agent has counted no step yet in a process
+    younger than :data:`STARTUP_GRACE_S` (building the model, cuDNN's autotuner, the first compile):
+    the GPU's idle then is not a cost of the training step. In an older process, or without process
+    readings, a loop with no step seen is judged: one the agent cannot see still gets NVML's verdict.
     ``profiling``: gpudoctor's own profile window ran in this window or its export is just over — the
     profiler's host overhead and the export leave the GPU idle, so NVML's utilization then says
     nothing about the job's step.
     """
     # Only GPUs the target uses are judged (a CPU-only process on a GPU machine gets no GPU findings).
-    paused = bool(steps is not None and steps.steps_total > 0 and window_steps_counted == 0)
+    starting = bool(steps is not None and steps.steps_total == 0 and proc is not None
+                    and proc.started_at is not None and proc.timestamp - proc.started_at < STARTUP_GRACE_S)
+    paused = starting or bool(steps is not None and steps.steps_total > 0 and window_steps_counted == 0)
     out = [gpu_facts(w, pid, paused, profiling) for w in gpu_windows if w and w[-1].target_pids]
     job: dict[str, Any] = {}
     if proc is not None:

@@ -163,8 +163,12 @@ class ProcessCollector:
                 username: str | None = proc.username()
             except psutil.Error:
                 cmdline, username = (), None
+            try:
+                started_at: float | None = proc.create_time()
+            except psutil.Error:
+                started_at = None
             self._static = {"env": env, "cmdline": cmdline, "username": username,
-                            "python_version": python_version(proc)}
+                            "python_version": python_version(proc), "started_at": started_at}
         return self._static
 
     def sample(self) -> ProcessSample:
@@ -195,6 +199,7 @@ class ProcessCollector:
             cmdline=static["cmdline"],  # type: ignore[arg-type]
             username=static["username"],  # type: ignore[arg-type]
             python_version=static["python_version"],  # type: ignore[arg-type]
+            started_at=static["started_at"],  # type: ignore[arg-type]
             cpu_pct=None if first else cpu, rss_mib=rss, num_threads=threads, cpu_affinity=affinity,
             cgroup_cpu_quota=cgroup_cpu_quota(self.pid), workers=workers, env=env,
             rank=_int_or_none(env.get("RANK")), local_rank=_int_or_none(env.get("LOCAL_RANK")),

@@ -79,6 +79,7 @@ class ProcessSample:
     cmdline: tuple[str, ...] = ()
     username: str | None = None
     python_version: str | None = None
+    started_at: float | None = None                 # the process's start (epoch seconds)
     cpu_pct: float | None = None
     rss_mib: float | None = None
     num_threads: int | None = None
