@@ -59,6 +59,7 @@ def _live_facts(gpu: GpuSample, process: ProcessSample, shm: ShmSample, steps: S
     assert gpu.mem_used_mib is not None and gpu.mem_total_mib is not None
     gpu_facts = {
         "gpu_util_pct": gpu.util_pct, "loop_paused": False,  # the recorded loop steps in every window
+        "profile_window_recent": False,                     # and takes no profile window
         "mem_used_pct": 100 * gpu.mem_used_mib / gpu.mem_total_mib, "other_process_count": len(gpu.other_pids), "throttle_hw": False, "throttle_power": False,
         "pcie_degraded": False, "ecc_uncorrected_volatile": 0, "remapped_rows_pending": False,
         "tensor_util_pct": gpu.gpm_tensor_util_pct, "sm_util_pct": gpu.gpm_sm_util_pct,

@@ -79,7 +79,6 @@ class ProcessSample:
     cmdline: tuple[str, ...] = ()
     username: str | None = None
     python_version: str | None = None
-    started_at: float | None = None                 # the process's start (epoch seconds)
     cpu_pct: float | None = None
     rss_mib: float | None = None
     num_threads: int | None = None
@@ -90,6 +89,7 @@ class ProcessSample:
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
+    started_at: float | None = None                 # the process's start (epoch seconds)
 
 
 @dataclass(frozen=True)
