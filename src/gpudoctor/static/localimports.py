@@ -78,6 +78,8 @@ class ProjectContext:
     flags: set[str] = field(default_factory=set)
     #: per checked entry-point script (its path): the flags it and what it imports reach
     reach: dict[str, set[str]] = field(default_factory=dict)
+    #: per checked Python file: in-memory dataset classes it imports by name from project modules
+    datasets: dict[str, set[str]] = field(default_factory=dict)
 
 
 def project_context(checked: Iterable[FileResult], parse: Callable[[str], FileResult]) -> ProjectContext:
@@ -119,6 +121,9 @@ def project_context(checked: Iterable[FileResult], parse: Callable[[str], FileRe
                     if module is None or module is importer:
                         continue
                     reached |= flags_brought(module, names)
+                    if importer is script and names and module.in_memory_datasets:
+                        out.datasets.setdefault(script.path, set()).update(
+                            n for n in names if n in module.in_memory_datasets)
                     if id(module) not in seen:
                         seen.add(id(module))
                         following.append(module)

@@ -20,6 +20,12 @@ TENSOR_FACTORIES = frozenset(
 #: RL scripts), which GD308's fix (make it on the device) cannot remove.
 VALUE_FACTORIES = frozenset(f"torch.{n}" for n in ("tensor", "as_tensor"))
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+TENSOR_DATASET = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+#: Calls a ``__getitem__`` may make and still only hand out data it holds (no decoding, no augmentation).
+_INDEXING_CALLS = frozenset({"len", "int", "float", "tuple", "list", "dict", "torch.tensor", "torch.as_tensor",
+                             "torch.from_numpy", "numpy.asarray", "numpy.array"})
+_INDEXING_METHODS = frozenset({"float", "long", "int", "half", "bfloat16", "clone", "contiguous", "view",
+                               "reshape", "squeeze", "unsqueeze", "get"})
 DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                            "torch.nn.parallel.data_parallel.DataParallel"})
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.DDP",
@@ -202,3 +208,32 @@ def has_main_guard(tree: ast.Module) -> bool:
 
 def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def in_memory_dataset_classes(tree: ast.Module) -> set[str]:
+    """Names of the classes in ``tree`` whose ``__getitem__`` only indexes what the object holds.
+
+    Such a dataset hands out a sample by subscripting tensors or lists built once (``return
+    self.data[index]``): with ``num_workers=0`` a batch costs the collation only, and worker processes
+    would add their start-up and pickling, not take work off the training loop. A ``__getitem__`` that
+    calls anything else (``Image.open``, ``self.transform``, a tokenizer, file reads) is not one.
+    """
+    names = Names()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            names.add_import(stmt)
+        elif isinstance(stmt, ast.ImportFrom):
+            names.add_import_from(stmt)
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        getitem = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__getitem__"), None)
+        if getitem is None:
+            continue
+        calls = [c for c in ast.walk(getitem) if isinstance(c, ast.Call)]
+        if all((isinstance(c.func, ast.Attribute) and c.func.attr in _INDEXING_METHODS
+                and not (isinstance(c.func.value, ast.Name) and c.func.value.id == "self"))
+               or names.qualname(c.func) in _INDEXING_CALLS for c in calls):
+            out.add(node.name)
+    return out

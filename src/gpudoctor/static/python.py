@@ -72,6 +72,7 @@ class PythonChecker(ast.NodeVisitor):
         self.finished_functions: list[_Function] = []
         self.compiled_classes: set[str] = set()
         self.var_class: dict[str, str] = {}
+        self.in_memory_datasets: set[str] = set()   # classes of this file whose __getitem__ only indexes
         self.autocast_depth = 0
         self.periodic_depth = 0
         self.rank_guard_depth = 0
@@ -114,6 +115,8 @@ class PythonChecker(ast.NodeVisitor):
         which the module-level code sets (``module_flags``: what importing the module at all does)."""
         flags = self.flags
         module_level: set[str] = set()
+        self.in_memory_datasets = pn.in_memory_dataset_classes(tree)
+        self.result.in_memory_datasets = sorted(self.in_memory_datasets)
         for stmt in tree.body:
             saved = dict(flags)
             flags.update(dict.fromkeys(flags, False))

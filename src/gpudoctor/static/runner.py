@@ -108,6 +108,18 @@ def _judge_scripts_by_their_reach(results: list[FileResult], reach: dict[str, se
             site.values.update(own)
 
 
+def _mark_imported_in_memory_datasets(results: list[FileResult], datasets: dict[str, set[str]]) -> None:
+    """A DataLoader over a class the file imports by name from a project module whose ``__getitem__``
+    only indexes (pytorch/examples' DDP tutorial series: ``from datautils import MyTrainDataset``)."""
+    for result in results:
+        imported = datasets.get(result.path)
+        if not imported:
+            continue
+        for site in result.sites:
+            if site.scope == "python.dataloader" and site.values.get("dataset_class") in imported:
+                site.values["dataset_in_memory"] = True
+
+
 def collect(results: list[FileResult], context: bool = False) -> StaticRun:
     """Turn file results into fact sets plus the project-wide ``run`` fact set. With ``context``, the
     project modules the checked Python files import (a helper beside a script) add what they do to
@@ -122,6 +134,7 @@ def collect(results: list[FileResult], context: bool = False) -> StaticRun:
         run.context_files = found.files
         flags.update(dict.fromkeys(found.flags, True))
         _judge_scripts_by_their_reach(results, found.reach)
+        _mark_imported_in_memory_datasets(results, found.datasets)
     for result in results:
         run.files_by_kind[result.kind] = run.files_by_kind.get(result.kind, 0) + 1
         if len(result.sites) > MAX_SITES_PER_FILE:  # every site is judged by every rule of its scope
