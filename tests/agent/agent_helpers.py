@@ -72,6 +72,19 @@ class Target:
     def steps(self) -> int:
         return self.ticks[-1][1] if self.ticks else 0
 
+    def diagnosis(self, seconds: float = 2.0) -> str:
+        """What a failed test should show of the loop: whether it still steps, and its threads' stacks."""
+        before = self.steps
+        time.sleep(seconds)
+        lines = [f"loop alive: {self.proc.poll() is None}; steps in the last {seconds:.0f} s: {self.steps - before}"]
+        try:
+            dump = subprocess.run([str(Path(sys.executable).parent / "py-spy"), "dump", "--pid", str(self.pid)],
+                                  capture_output=True, text=True, timeout=20)
+            lines.append(dump.stdout[-4000:] or dump.stderr[-1000:])
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            lines.append(f"py-spy dump failed: {exc}")
+        return "\n".join(lines)
+
     def rate(self, seconds: float) -> float:
         """Steps per second measured from the loop's own ticks over the next ``seconds``."""
         time.sleep(0.3)
