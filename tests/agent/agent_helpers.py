@@ -94,6 +94,16 @@ class Target:
         assert t1 > t0, "no tick arrived"
         return (n1 - n0) / (t1 - t0)
 
+    def rate_over(self, start: float, end: float) -> float:
+        """Steps per second from the loop's own ticks between the unix times ``start`` and ``end`` —
+        the interval an agent stats window covers, so that both count the same steps (under CI's load
+        the rate of the seconds after a window is not the rate in it)."""
+        time.sleep(0.35)  # the ticks up to ``end`` (one per 0.25 s) arrive
+        inside = [(t, n) for t, n in list(self.ticks) if start <= t <= end]
+        assert len(inside) >= 2, f"fewer than two ticks between {start:.2f} and {end:.2f}: {self.ticks[-6:]}"
+        (t0, n0), (t1, n1) = inside[0], inside[-1]
+        return (n1 - n0) / (t1 - t0)
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 
