@@ -378,7 +378,7 @@ num_workers                              static:python.dataloader               
 pin_memory                               static:python.dataloader                      text    static.pyextra   true / false / unset / dynamic
 persistent_workers                       static:python.dataloader                      text    static.pyextra   true / false / unset / dynamic
 sampler_given                            static:python.dataloader                      bool    static.pyextra   a sampler argument is passed
-dataset_in_memory                        static:python.dataloader                      bool    static.pyextra   its dataset is a TensorDataset or a class (of the file, or imported by name from a project module) whose __getitem__ only indexes what it holds
+dataset_in_memory                        static:python.dataloader                      bool    static.python    its dataset is a TensorDataset or a class (of the file, or imported by name from a project module) whose __getitem__ only indexes what it holds
 dataset_class                            static:python.dataloader                      text    static.pyextra   the class of the DataLoader's dataset where the code names it (empty: unknown)
 kind                                     static:python.loop_call,file.error            text    static.python    item / cpu / tolist / numpy / print / synchronize (file.error: what went wrong)
 call                                     static:python.*                               text    static.python    the call as written

@@ -119,25 +119,20 @@ def _dataloader(ck: PythonChecker, node: ast.Call) -> None:
         ck.flags["dataloader_workers"] = True
     if pin in ("true", "dynamic"):
         ck.flags["pins_memory"] = True
-    in_memory, dataset_class = _dataset_of(ck, node)
+    # dataset_in_memory is set once the walk has seen the file's classes (PythonChecker.check)
     ck.emit("python.dataloader", node, label=pn.short(node, 50), num_workers=workers, pin_memory=pin,
-            persistent_workers=persistent, sampler_given=sampler, dataset_in_memory=in_memory,
-            dataset_class=dataset_class or "")
+            persistent_workers=persistent, sampler_given=sampler, dataset_class=_dataset_class(ck, node) or "")
 
 
-def _dataset_of(ck: PythonChecker, loader: ast.Call) -> tuple[bool, str | None]:
-    """Whether the DataLoader's dataset only hands out what it holds — a ``TensorDataset``, or a class
-    of this file whose ``__getitem__`` only indexes (``pn.in_memory_dataset_classes``), made in the
-    call or bound to a name — and the class's name where the code says it (a class imported from a
-    project module is judged by ``localimports``)."""
+def _dataset_class(ck: PythonChecker, loader: ast.Call) -> str | None:
+    """The class of the DataLoader's dataset where the code says it: made in the call
+    (``TensorDataset`` however it is imported) or bound to a name in this file."""
     dataset = loader.args[0] if loader.args else pn.keyword(loader, "dataset")
     if isinstance(dataset, ast.Call):
         if ck.names.matches(dataset.func, pn.TENSOR_DATASET):
-            return True, "TensorDataset"
-        cls = dataset.func.id if isinstance(dataset.func, ast.Name) else None
-    else:
-        cls = ck.var_class.get(dataset.id) if isinstance(dataset, ast.Name) else None
-    return cls is not None and (cls in ck.in_memory_datasets or cls == "TensorDataset"), cls
+            return "TensorDataset"
+        return dataset.func.id if isinstance(dataset.func, ast.Name) else None
+    return ck.var_class.get(dataset.id) if isinstance(dataset, ast.Name) else None
 
 
 def _reader(ck: PythonChecker, node: ast.Call, qual: str) -> None:

@@ -210,30 +210,15 @@ def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def in_memory_dataset_classes(tree: ast.Module) -> set[str]:
-    """Names of the classes in ``tree`` whose ``__getitem__`` only indexes what the object holds.
+def only_indexes(getitem: ast.FunctionDef, names: Names) -> bool:
+    """Whether a dataset's ``__getitem__`` only indexes what the object holds.
 
     Such a dataset hands out a sample by subscripting tensors or lists built once (``return
     self.data[index]``): with ``num_workers=0`` a batch costs the collation only, and worker processes
     would add their start-up and pickling, not take work off the training loop. A ``__getitem__`` that
-    calls anything else (``Image.open``, ``self.transform``, a tokenizer, file reads) is not one.
+    calls anything else (``Image.open``, ``self.transform``, a tokenizer, file reads) does more.
     """
-    names = Names()
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Import):
-            names.add_import(stmt)
-        elif isinstance(stmt, ast.ImportFrom):
-            names.add_import_from(stmt)
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ClassDef):
-            continue
-        getitem = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__getitem__"), None)
-        if getitem is None:
-            continue
-        calls = [c for c in ast.walk(getitem) if isinstance(c, ast.Call)]
-        if all((isinstance(c.func, ast.Attribute) and c.func.attr in _INDEXING_METHODS
+    return all((isinstance(c.func, ast.Attribute) and c.func.attr in _INDEXING_METHODS
                 and not (isinstance(c.func.value, ast.Name) and c.func.value.id == "self"))
-               or names.qualname(c.func) in _INDEXING_CALLS for c in calls):
-            out.add(node.name)
-    return out
+               or names.qualname(c.func) in _INDEXING_CALLS
+               for c in ast.walk(getitem) if isinstance(c, ast.Call))

@@ -72,7 +72,7 @@ class PythonChecker(ast.NodeVisitor):
         self.finished_functions: list[_Function] = []
         self.compiled_classes: set[str] = set()
         self.var_class: dict[str, str] = {}
-        self.in_memory_datasets: set[str] = set()   # classes of this file whose __getitem__ only indexes
+        self.getitems: list[tuple[str, ast.FunctionDef]] = []   # (class, its __getitem__) as the walk meets them
         self.autocast_depth = 0
         self.periodic_depth = 0
         self.rank_guard_depth = 0
@@ -115,8 +115,6 @@ class PythonChecker(ast.NodeVisitor):
         which the module-level code sets (``module_flags``: what importing the module at all does)."""
         flags = self.flags
         module_level: set[str] = set()
-        self.in_memory_datasets = pn.in_memory_dataset_classes(tree)
-        self.result.in_memory_datasets = sorted(self.in_memory_datasets)
         for stmt in tree.body:
             saved = dict(flags)
             flags.update(dict.fromkeys(flags, False))
@@ -139,10 +137,15 @@ class PythonChecker(ast.NodeVisitor):
         if self.first_conv is not None:
             self.emit("python.conv_layer", self.first_conv, layer=pn.short(self.first_conv.func))
         file_facts = file_context(tree, self.flags, self.result.sites)
+        held = {cls for cls, getitem in self.getitems if pn.only_indexes(getitem, self.names)}
+        self.result.in_memory_datasets = sorted(held)
+        held.add("TensorDataset")
         for site in self.result.sites:  # file-level context every site can be judged with
             site.values.setdefault("file_uses_cuda", self.flags["uses_cuda"])
             if site.scope in ("python.whole_dataset_load", "python.dataloader"):
                 site.values.update(file_facts)  # DDP is judged per file, not from another script
+            if site.scope == "python.dataloader":
+                site.values["dataset_in_memory"] = site.values["dataset_class"] in held
             elif site.scope == "python.process_group":
                 site.values["file_reduces_tensors"] = self.flags["reduces_tensors"]
         self.result.flags = self.flags
@@ -219,6 +222,9 @@ class PythonChecker(ast.NodeVisitor):
 
     # ---- scopes: classes, functions, loops, with, if -------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        getitem = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__getitem__"), None)
+        if getitem is not None:
+            self.getitems.append((node.name, getitem))
         self.class_stack.append(node.name)
         self.generic_visit(node)
         self.class_stack.pop()

@@ -110,7 +110,7 @@ def _judge_scripts_by_their_reach(results: list[FileResult], reach: dict[str, se
 
 def _mark_imported_in_memory_datasets(results: list[FileResult], datasets: dict[str, set[str]]) -> None:
     """A DataLoader over a class the file imports by name from a project module whose ``__getitem__``
-    only indexes (pytorch/examples' DDP tutorial series: ``from datautils import MyTrainDataset``)."""
+    only indexes (``from helpers import HeldDataset``; ``pn.only_indexes``)."""
     for result in results:
         imported = datasets.get(result.path)
         if not imported:

@@ -44,7 +44,7 @@ class FileResult:
     module_flags: list[str] = field(default_factory=list)
     #: a script that runs on its own (a ``__main__`` guard or its own training loop)
     entry_point: bool = False
-    #: classes of the file whose ``__getitem__`` only indexes what they hold (``pn.in_memory_dataset_classes``)
+    #: classes of the file whose ``__getitem__`` only indexes what they hold (``pn.only_indexes``)
     in_memory_datasets: list[str] = field(default_factory=list)
 
     def add(self, scope: str, line: int, col: int, label: str = "", **values: FactValue) -> Site:
