@@ -29,7 +29,7 @@ from gpudoctor.catalog.engine import evaluate
 from gpudoctor.catalog.merge import bound_by_live_input, merge_findings
 from gpudoctor.live import stacks as stacks_mod
 from gpudoctor.live.agentlink import AgentLink
-from gpudoctor.live.bottleneck import live_bottleneck
+from gpudoctor.live.bottleneck import live_bottleneck, reconciled_bottleneck
 from gpudoctor.live.facts import build_factsets, steps_in_window
 from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
@@ -112,6 +112,7 @@ class LiveSession:
         self._profile_bottleneck: Bottleneck | None = None  # from the last profile window's trace
         self._live_bottleneck: Bottleneck | None = None     # from the agent's timings and NVML
         self._live_data_wait_pct: float | None = None        # the agent's data wait, last window
+        self._live_job: dict[str, Any] = {}                   # the last window's job facts
         self._windows = 0
         self._stack_windows = 0
         self._exited_at: float | None = None
@@ -359,6 +360,7 @@ class LiveSession:
         job = next((fs.values for fs in factsets if fs.scope == "job"), {})
         with self._lock:
             self._live_bottleneck = live_bottleneck(job)
+            self._live_job = dict(job)
             wait = job.get("data_wait_pct")
             self._live_data_wait_pct = float(wait) if isinstance(wait, (int, float)) else None
             self._findings = self._hysteresis.update(result.findings, now)
@@ -424,7 +426,8 @@ class LiveSession:
             steps=self._agent.steps, agent=self._agent.state(),
             findings=tuple(merge_findings(bound_by_live_input([*self._findings, *self._profile_findings],
                                                               self._live_data_wait_pct))),
-            bottleneck=self._profile_bottleneck or self._live_bottleneck,
+            bottleneck=(reconciled_bottleneck(self._profile_bottleneck, self._live_job)
+                        if self._profile_bottleneck is not None else self._live_bottleneck),
             not_evaluated=tuple(self._not_evaluated), notes=tuple(self._notes.values()),
             ranks=self._ranks.pids if self._ranks is not None else (),
             rank_table=self._ranks.table if self._ranks is not None else (),

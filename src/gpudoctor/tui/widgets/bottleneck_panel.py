@@ -19,6 +19,10 @@ _BOUND_STYLE = {"gpu-compute": "bold green", "input": "bold red", "host-overhead
                 "communication": "bold magenta", "memory": "bold red"}
 
 
+#: Where the verdict's numbers come from, in the panel's words.
+_BASIS_WORDS = {"trace": "from the trace", "live": "agent + NVML", "trace+live": "trace's GPU work, agent's step"}
+
+
 class BottleneckPanel(Static):
     """Verdict line, stacked bar and legend (three lines); a hint while no verdict exists yet."""
 
@@ -31,7 +35,7 @@ class BottleneckPanel(Static):
             return
         head = Text("Bottleneck ", style="bold")
         head.append(bottleneck.bound, style=_BOUND_STYLE.get(bottleneck.bound, "bold"))
-        head.append(f" ({'from the trace' if bottleneck.basis == 'trace' else 'agent + NVML'}): ", style="dim")
+        head.append(f" ({_BASIS_WORDS.get(bottleneck.basis, bottleneck.basis)}): ", style="dim")
         head.append(bottleneck.line)
         width = max(20, (self.size.width or 80) - 2)
         text = head + Text("\n") + rich_bar(bottleneck, width) + Text("\n") + rich_legend(bottleneck)
