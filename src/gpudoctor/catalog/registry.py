@@ -330,7 +330,7 @@ model_compiled                           live:job                               
 cuda_mem_peak_pct                        live:job                                      %       live.facts       peak allocated as a share of the device's memory
 cuda_mem_reserved_pct                    live:job                                      %       live.facts       reserved as a share of the device's memory
 cuda_mem_fragmentation_pct               live:job                                      %       live.facts       reserved but not allocated, as a share of reserved
-step_time_ms                             live:job                                      ms      live.facts       the agent's median step time: what live impact estimates start from
+step_time_ms                             live:job                                      ms      live.facts       the agent's mean step time (its median without a rate): what live impact estimates start from
 gpu_busy_ms_per_step                     live:job                                      ms      live.facts       NVML utilization × step time
 # --- live, whole session ---
 session_s                                live:run                                      s       live.facts       seconds since the session started
