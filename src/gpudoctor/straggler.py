@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from statistics import median
 from typing import Any
+
+from gpudoctor.quantiles import median
 
 #: Causes, in the order they are tried.
 CAUSES = ("input", "gpu", "cpu", "compute")

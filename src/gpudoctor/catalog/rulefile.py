@@ -7,7 +7,6 @@ The format is documented in ``docs/rules-format.md``. Everything a view shows ab
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,6 @@ from gpudoctor.boundedio import InputFileError, loads_toml, read_regular_text
 from gpudoctor.catalog.expr import Condition, ExpressionError, Template
 from gpudoctor.catalog.impact import ImpactModel, parse_impact
 from gpudoctor.model import Fix, Severity, Source
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: The headings every rule explanation has, in this order (a meta-test checks them).
 HEADINGS = (
@@ -104,7 +98,7 @@ def parse_rule_text(text: str, origin: str = "<rule>", path: Path | None = None)
     """Parse a rule file's text. Raises :class:`RuleFileError` naming ``origin``."""
     try:
         return _parse(text, path)
-    except (ExpressionError, ValueError, KeyError, TypeError, AttributeError, tomllib.TOMLDecodeError) as exc:
+    except (ExpressionError, ValueError, KeyError, TypeError, AttributeError) as exc:  # TOMLDecodeError is a ValueError
         raise RuleFileError(f"{origin}: {exc}") from None
 
 

@@ -17,12 +17,12 @@ What it must not do: read files or evaluate rules.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpudoctor.model import FactSet, FactValue, Location, Source
+from gpudoctor.quantiles import median
 from gpudoctor.straggler import RankEvidence, faster_half_reference, likely_cause, thresholds
 from gpudoctor.trace.metrics import RankMetrics
 from gpudoctor.trace.reader import RankTrace
@@ -50,7 +50,7 @@ def run_factset(traces: Sequence[RankTrace], metrics: Sequence[RankMetrics]) -> 
     steps = [m.values.get("step_time_p50_ms") for m in metrics]
     numeric = [s for s in steps if isinstance(s, (int, float))]
     if numeric:
-        values["median_step_time_p50_ms"] = round(statistics.median(numeric), 3)
+        values["median_step_time_p50_ms"] = round(median(numeric), 3)
     return FactSet(scope="run", source=Source.TRACE, values={k: v for k, v in values.items() if v is not None})
 
 
@@ -66,7 +66,7 @@ def straggler_factsets(metrics: Sequence[RankMetrics], options: Mapping[str, Any
     limits = thresholds(options)
     steps = {m.rank: _positive(m.values.get("step_time_p50_ms")) for m in metrics}
     numeric = [v for v in steps.values() if v is not None]
-    median_step = statistics.median(numeric) if len(numeric) >= 2 else None
+    median_step = median(numeric) if len(numeric) >= 2 else None
     outside = {m.rank: _positive(m.values.get("outside_collective_ms_p50")) for m in metrics}
     by_outside = all(v is not None for v in outside.values())
     own_ms = outside if by_outside else steps
@@ -145,7 +145,7 @@ def slower_step_counts(metrics: Sequence[RankMetrics], column: str) -> dict[int,
     out = {}
     for rank, own in series.items():
         count = sum(1 for k in common
-                    if own[k] > statistics.median(s[k] for r, s in series.items() if r != rank))
+                    if own[k] > median(s[k] for r, s in series.items() if r != rank))
         out[rank] = (count, len(common))
     return out
 
@@ -162,7 +162,7 @@ class _Work:
     def of(cls, m: RankMetrics) -> _Work:
         def med(key: str) -> float | None:
             xs = [float(v) for row in m.step_rows if isinstance(v := row.get(key), (int, float))]
-            return statistics.median(xs) if xs else None
+            return median(xs) if xs else None
         # GPU time outside collective kernels: a fast rank's NCCL kernels spin while they wait for the
         # slow rank and would make the fast rank look "busier" (measured on 2×H200).
         return cls(_number(m.values.get("dataloader_ms_per_step")), med("aten_ops"),

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import bisect
 import re
-import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.model import FactValue
+from gpudoctor.quantiles import median
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.bottleneck import bottleneck_metrics
 from gpudoctor.trace.comm import hta_type_spans
@@ -75,7 +75,7 @@ def compute_rank_metrics(trace: RankTrace) -> RankMetrics:
     values.update(_temporal(t))
     if steps:
         durations = [(b - a) / 1000.0 for _, a, b in steps]
-        values["step_time_p50_ms"] = rounded(statistics.median(durations))
+        values["step_time_p50_ms"] = rounded(median(durations))
         values["step_time_max_ms"] = rounded(max(durations))
     ctx = Context(t, steps)
     values.update(_kernel_mix(t, ctx))
@@ -92,8 +92,8 @@ def compute_rank_metrics(trace: RankTrace) -> RankMetrics:
             row["aten_ops"] = ops  # same work or more work: GD601's post-hoc cause
         per_step = outside_collective_steps(t, ctx)
         if per_step:  # per step too: GD601 post-hoc asks whether a rank is slower in most steps
-            values["outside_collective_ms_p50"] = rounded(statistics.median(out for _, out in per_step))
-            values["collective_wait_ms_p50"] = rounded(statistics.median(wait for wait, _ in per_step))
+            values["outside_collective_ms_p50"] = rounded(median(out for _, out in per_step))
+            values["collective_wait_ms_p50"] = rounded(median(wait for wait, _ in per_step))
             for row, (wait, out) in zip(rows, per_step):
                 row["collective_wait_ms"], row["outside_collective_ms"] = round(wait, 3), round(out, 3)
     values.update(_memory(trace))
@@ -182,9 +182,9 @@ def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     delays = [ts[i] - ts[launches[i]] for i in kernels if i in launches]
     out: dict[str, FactValue] = {
         "kernel_count": len(kernels),
-        "kernel_p50_us": rounded(statistics.median(durs)),
+        "kernel_p50_us": rounded(median(durs)),
         "small_kernel_pct": pct(bisect.bisect_left(durs, SMALL_KERNEL_US), len(durs)),  # durs ascend
-        "launch_delay_p50_us": rounded(statistics.median(delays)) if delays else None,
+        "launch_delay_p50_us": rounded(median(delays)) if delays else None,
     }
     if ctx.n_steps:
         in_steps = [kind[i] for i in ctx.device_steps(t)].count(K_KERNEL)

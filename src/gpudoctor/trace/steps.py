@@ -166,7 +166,7 @@ def step_rows(t: EventTable, ctx: Context) -> list[dict[str, Any]]:
     for i, step in ctx.device_steps(t).items():  # the device events launched inside a step, in event order
         interval = (ts[i], end[i])
         busy[step].append(interval)
-        if name[i] not in comm_names:  # a fast rank's NCCL kernel spins while it waits
+        if comm_names and name[i] not in comm_names:  # a fast rank's NCCL kernel spins while it waits
             compute[step].append(interval)
         kernels[step] += kind[i] == K_KERNEL
     dl = [0.0] * ctx.n_steps
@@ -177,12 +177,14 @@ def step_rows(t: EventTable, ctx: Context) -> list[dict[str, Any]]:
     rows = []
     for k, (num, a, b) in enumerate(ctx.steps):
         span = b - a
+        gpu_busy = round(total(merge(busy[k])) / 1000.0, 3)
         rows.append({
             "step": num,
             "step_time_ms": round(span / 1000.0, 3),
             "dataloader_ms": round(dl[k] / 1000.0, 3),
-            "gpu_busy_ms": round(total(merge(busy[k])) / 1000.0, 3),
-            "gpu_compute_ms": round(total(merge(compute[k])) / 1000.0, 3),
+            "gpu_busy_ms": gpu_busy,
+            # without communication kernels the compute is the busy time (one merge, not two)
+            "gpu_compute_ms": round(total(merge(compute[k])) / 1000.0, 3) if comm_names else gpu_busy,
             "kernels": kernels[k],
         })
     return rows
