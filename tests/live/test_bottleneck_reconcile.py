@@ -90,3 +90,23 @@ def test_live_cost_is_the_wait_per_mean_step_that_the_fix_removed() -> None:
     # the median step's wait share would claim less than the fix measured
     median = _live_gd102({k: v for k, v in job.items() if k != "steps_per_s"})
     assert median.cost_ms_per_step < measured_saved_ms
+
+
+def test_the_session_shows_the_reconciled_verdict() -> None:
+    # the wiring: a finished profile window's verdict passes through the last window's job facts
+    import os
+
+    from gpudoctor.catalog import load_catalog
+    from gpudoctor.live.session import LiveSession
+
+    trace, job = _run("base")
+    session = LiveSession(os.getpid(), load_catalog(), agent="off", use_stacks=False)
+    try:
+        session._profile_bottleneck = trace
+        session._live_job = dict(job)
+        assert session.snapshot().bottleneck == reconciled_bottleneck(trace, job)
+        assert session.snapshot().bottleneck.basis == "trace+live"
+        session._live_job = {}
+        assert session.snapshot().bottleneck is trace
+    finally:
+        session.close()
