@@ -170,17 +170,23 @@ def test_input_bound_trace_shows_gd102_and_the_fix_removes_it(tmp_path: Path) ->
                      "--cpu-ms-per-sample", "6"] + (["--fix", "--workers", "4"] if fix else []), timeout_s=240)
         assert proc.returncode == 0, proc.stderr[-2000:]
         dirs[fix] = out
-    codes = {}
+    gd102, share = {}, {}
     for fix, out in dirs.items():
         analyzed = subprocess.run([sys.executable, "-m", "gpudoctor", "analyze", str(out), "--format", "json"],
                                   capture_output=True, text=True, timeout=120, env=_env())
-        codes[fix] = {f["code"] for f in json.loads(analyzed.stdout)["findings"]}
-    assert "GD102" in codes[False]
-    assert "GD102" not in codes[True]
+        report = json.loads(analyzed.stdout)
+        gd102[fix] = {f["severity"] for f in report["findings"] if f["code"] == "GD102"}
+        share[fix] = report["ranks"][0]["dataloader_pct"]
+    assert gd102[False] and share[False] > 40.0
+    # Four spinning workers and the training loop share 2 cores here: a worker descheduled at the wrong
+    # moment stalls an early step (70 ms seen), which in 5 steps can be 10.7% of the step — a true
+    # GD102 warning, in about 1 of 8 runs. The fix must take the wait from most of the step to a sliver.
+    assert share[True] <= share[False] / 4 and "critical" not in gd102[True]
     compared = subprocess.run([sys.executable, "-m", "gpudoctor", "compare", str(dirs[False]), str(dirs[True]),
                                "--format", "json", "--threshold", "5"],
                               capture_output=True, text=True, timeout=120, env=_env())
     result = json.loads(compared.stdout)["compare"]
     assert compared.returncode == 0
-    assert "GD102" in {f["code"] for f in result["findings_gone"]}
+    if not gd102[True]:
+        assert "GD102" in {f["code"] for f in result["findings_gone"]}
     assert result["verdict"] in ("improved", "no significant change")  # 5 traced steps on a shared 2-core box
