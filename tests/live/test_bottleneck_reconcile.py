@@ -25,7 +25,14 @@ def _run(variant: str) -> tuple:
     b = run["bottleneck"]
     trace = verdict_from_parts({p["name"]: p["ms_per_step"] for p in b["parts"]}, b["step_ms"])
     job = {"steps_per_s": run["steps_per_s_agent"], "data_wait_pct": run["data_wait_pct"]}
-    return trace, job
+    return trace, _with_step(job)
+
+
+def _with_step(job: dict) -> dict:
+    """The job facts as the live fact builder completes them (``step_time_ms``: the mean step)."""
+    from gpudoctor.live.facts import impact_values
+
+    return {**job, **impact_values(job)}
 
 
 def test_a_window_that_missed_the_input_wait_gets_the_loops_step_and_wait() -> None:
@@ -58,7 +65,7 @@ def test_a_representative_window_is_left_as_it_is() -> None:
 ])
 def test_without_a_measured_input_wait_the_trace_verdict_stands(job: dict) -> None:
     trace, _ = _run("base")
-    assert reconciled_bottleneck(trace, job) is trace
+    assert reconciled_bottleneck(trace, _with_step(job)) is trace
 
 
 

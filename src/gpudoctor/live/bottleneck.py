@@ -17,10 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpudoctor.bottleneck import Bottleneck, verdict_from_parts
+from gpudoctor.catalog.merge import INPUT_BOUND_PCT
 
-#: A live data wait below this share of the step leaves a profile window's verdict as it is
-#: (GD102's threshold, :data:`gpudoctor.catalog.merge.INPUT_BOUND_PCT`).
-INPUT_WAIT_MIN_PCT = 10.0
 #: The agent's mean step must be this much longer than the window's for the window to count as
 #: unrepresentative (step-to-step noise of a steady loop stays well under it).
 UNREPRESENTATIVE_STEP_RATIO = 1.15
@@ -47,21 +45,22 @@ def reconciled_bottleneck(trace: Bottleneck, job: Mapping[str, Any]) -> Bottlene
     The trace knows what the GPU does in a step (kernel classes, sync idle); the agent knows how long
     the loop's steps take over many seconds and how much of that is the wait for the next batch. When
     the agent's mean step (``1000 / steps_per_s``) is at least :data:`UNREPRESENTATIVE_STEP_RATIO` ×
-    the window's and the agent measures a data wait of at least :data:`INPUT_WAIT_MIN_PCT`, the window
+    the window's and the agent measures a data wait of at least GD102's threshold
+    (:data:`~gpudoctor.catalog.merge.INPUT_BOUND_PCT`), the window
     caught steps whose batches were ready: the GPU parts keep their ms per step, the step becomes the
-    loop's, and the extra time is GPU idle — input wait up to the agent's measured wait, host idle for
-    the rest. Measured on the H200 (pytorch/examples ImageNet ``--dummy``, 4 workers): window 128.5 ms
+    loop's (``step_time_ms``, the mean step live estimates start from), and the extra time is GPU idle
+    — input wait up to the agent's measured wait, host idle for the rest. Measured on the H200 (pytorch/examples ImageNet ``--dummy``, 4 workers): window 128.5 ms
     "GPU busy 93%", loop 219 ms with 51% data wait; adding workers measured 1.66×.
     """
-    rate, wait = job.get("steps_per_s"), job.get("data_wait_pct")
-    if trace.bound == "memory" or not isinstance(rate, (int, float)) or rate <= 0 or not isinstance(wait, (int, float)):
+    step, wait = job.get("step_time_ms"), job.get("data_wait_pct")
+    if trace.bound == "memory" or not isinstance(step, (int, float)) or not isinstance(wait, (int, float)):
         return trace
-    step = 1000.0 / float(rate)
-    if float(wait) < INPUT_WAIT_MIN_PCT or step < trace.step_ms * UNREPRESENTATIVE_STEP_RATIO:
+    if wait < INPUT_BOUND_PCT or step < trace.step_ms * UNREPRESENTATIVE_STEP_RATIO:
         return trace
+    step, wait = float(step), float(wait)
     parts = {name: ms for name, ms, _ in trace.parts}
     extra = step - trace.step_ms
-    more_wait = min(extra, max(0.0, step * float(wait) / 100.0 - parts.get("idle:input wait", 0.0)))
+    more_wait = min(extra, max(0.0, step * wait / 100.0 - parts.get("idle:input wait", 0.0)))
     parts["idle:input wait"] = parts.get("idle:input wait", 0.0) + more_wait
     parts["idle:host/launch"] = parts.get("idle:host/launch", 0.0) + extra - more_wait
     return verdict_from_parts(parts, step, basis="trace+live")

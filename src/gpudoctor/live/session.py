@@ -111,8 +111,7 @@ class LiveSession:
         self._profile_findings: list[Finding] = []
         self._profile_bottleneck: Bottleneck | None = None  # from the last profile window's trace
         self._live_bottleneck: Bottleneck | None = None     # from the agent's timings and NVML
-        self._live_data_wait_pct: float | None = None        # the agent's data wait, last window
-        self._live_job: dict[str, Any] = {}                   # the last window's job facts
+        self._live_job: dict[str, Any] = {}                   # the last window's job facts (data wait, step)
         self._windows = 0
         self._stack_windows = 0
         self._exited_at: float | None = None
@@ -361,8 +360,6 @@ class LiveSession:
         with self._lock:
             self._live_bottleneck = live_bottleneck(job)
             self._live_job = dict(job)
-            wait = job.get("data_wait_pct")
-            self._live_data_wait_pct = float(wait) if isinstance(wait, (int, float)) else None
             self._findings = self._hysteresis.update(result.findings, now)
             self._not_evaluated = result.not_evaluated
             self._windows += 1
@@ -420,12 +417,13 @@ class LiveSession:
 
     def _snapshot_locked(self) -> Snapshot:
         latest_gpus = self._gpu_hist[-1] if self._gpu_hist else ()
+        wait = self._live_job.get("data_wait_pct")
         return Snapshot(
             timestamp=time.time(), started_at=self.started_at, target_pid=self.pid,
             process=self._process, gpus=latest_gpus, shm=self._shm, stacks=self._stacks,
             steps=self._agent.steps, agent=self._agent.state(),
             findings=tuple(merge_findings(bound_by_live_input([*self._findings, *self._profile_findings],
-                                                              self._live_data_wait_pct))),
+                                                              float(wait) if isinstance(wait, (int, float)) else None))),
             bottleneck=(reconciled_bottleneck(self._profile_bottleneck, self._live_job)
                         if self._profile_bottleneck is not None else self._live_bottleneck),
             not_evaluated=tuple(self._not_evaluated), notes=tuple(self._notes.values()),
