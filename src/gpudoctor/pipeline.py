@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor.model import FactSet, Source
 from gpudoctor.trace.analysis import RankFacts, TraceSetFacts, analyze_rank, start_trace_files
 
 if TYPE_CHECKING:  # imported where used: `analyze` forks its workers before the rules side is loaded
     from gpudoctor.catalog import Catalog
+    from gpudoctor.model import FactSet
     from gpudoctor.report.model import MetricTable, Report
     from gpudoctor.trace.reader import RankTrace
 
@@ -96,6 +96,7 @@ def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
                  options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False) -> Report:
     """Run the trace rules over a trace set's facts and assemble the report."""
     from gpudoctor.catalog.engine import evaluate
+    from gpudoctor.model import Source
     from gpudoctor.report.model import Report
     from gpudoctor.trace.bottleneck import rank_bottleneck
 
@@ -160,6 +161,7 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
     """
     started = time.perf_counter()
     from gpudoctor.catalog.engine import evaluate
+    from gpudoctor.model import Source
     from gpudoctor.report.model import Report
     from gpudoctor.static.sites import is_ignored
 

@@ -201,5 +201,5 @@ def test_a_worker_that_dies_is_one_sentence(tmp_path: Path, trace_file: Callable
     assert code == 2 and "worker process reading the rank traces died" in _one_sentence(err)
 
 
-def _die(path: str, position: int) -> None:
+def _die(path: str, position: int, processes: int = 1) -> None:
     os._exit(9)  # what the OOM killer leaves behind: a worker gone without a word

@@ -7,10 +7,11 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.trace.reader import K_KERNEL, K_MEMCPY, find_trace_files, load_trace, read_traces
+from gpudoctor.trace.reader import K_KERNEL, K_MEMCPY, RankTrace, find_trace_files, load_trace, read_traces
 
 
 def test_today_schema_with_ns_timestamps(trace_file: Callable[[str], Path]) -> None:
@@ -132,31 +133,95 @@ def test_directory_skips_json_that_is_not_a_trace(tmp_path: Path, trace_file: Ca
     assert info.value.code == ExitCode.USAGE
 
 
+def _same_table(one: RankTrace, two: RankTrace) -> None:
+    assert len(one.events) == len(two.events) > 10_000
+    assert one.events.names == two.events.names and one.events.threads == two.events.threads
+    for column in ("kind", "name", "thread", "ts", "dur", "stream", "correlation", "nbytes", "memory_ts"):
+        assert getattr(one.events, column) == getattr(two.events, column), column
+    assert two.device_name == one.device_name == "NVIDIA H200"
+
+
 def test_two_process_decoding_matches_one_process(tmp_path: Path, trace_file: Callable[[str], Path],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """The forked second-half decoder gives the same columns, names and header as one process."""
-    from gpudoctor.trace import reader
+    """The forked second-half decoder of a plain file gives the same columns, names and header as one process."""
+    from gpudoctor.trace import reader, split
 
     plain = tmp_path / "rank0.json"
     plain.write_bytes(gzip.decompress(trace_file("h200/loader_bound.json.gz").read_bytes()))
-    monkeypatch.setenv("GPUDOCTOR_TRACE_WORKERS", "1")
     one = load_trace(plain, chunk_bytes=1 << 16)
-    monkeypatch.setenv("GPUDOCTOR_TRACE_WORKERS", "2")
     monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
-    assert reader._split_worthwhile(plain.open("rb"), plain, 1 << 16)
-    two = load_trace(plain, chunk_bytes=1 << 16)
-    assert len(one.events) == len(two.events) > 10_000
-    assert [one.events.names[i] for i in one.events.name] == [two.events.names[i] for i in two.events.name]
-    assert list(one.events.ts) == list(two.events.ts) and list(one.events.stream) == list(two.events.stream)
-    assert [one.events.threads[i] for i in one.events.thread] == [two.events.threads[i] for i in two.events.thread]
-    assert two.device_name == one.device_name == "NVIDIA H200"
+    monkeypatch.setattr(reader, "HEADER_BYTES", 1 << 16)  # the half must lie past the first read
+    assert reader._split_worthwhile(plain.stat().st_size, 1 << 16)
+    halves = []
+    monkeypatch.setattr(split, "_merge", lambda b, body, merge=split._merge: halves.append(1) or merge(b, body))
+    two = load_trace(plain, chunk_bytes=1 << 16, processes=2)
+    assert halves == [1]  # the child did decode a half
+    _same_table(one, two)
     # A corrupt second half is reported as one sentence, as in one process.
     data = plain.read_bytes()
     cut = tmp_path / "cut.json"
     cut.write_bytes(data[: len(data) * 3 // 4])
     with pytest.raises(UserError) as info:
-        load_trace(cut, chunk_bytes=1 << 16)
+        load_trace(cut, chunk_bytes=1 << 16, processes=2)
     assert info.value.code == ExitCode.USAGE
+
+
+def test_two_process_decoding_of_gzip_matches_one_process(tmp_path: Path, trace_file: Callable[[str], Path],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzip trace split by the child that inflates it itself: same table; a truncated or lying file
+    ends in the same sentence as in one process, with no child left behind."""
+    from gpudoctor.trace import reader, split
+
+    source = trace_file("h200/loader_bound.json.gz")
+    children_before = {c.pid for c in psutil.Process().children()}  # another test's (multiprocessing's tracker)
+    one = load_trace(source, chunk_bytes=1 << 16)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "HEADER_BYTES", 1 << 16)
+    halves: list[int] = []
+    monkeypatch.setattr(split, "_merge", lambda b, body, merge=split._merge: halves.append(1) or merge(b, body))
+    _same_table(one, load_trace(source, chunk_bytes=1 << 16, processes=2))
+    assert halves == [1]
+    # several members: the trailer gives the last member's size, so the half is taken elsewhere
+    text = gzip.decompress(source.read_bytes())
+    multi = tmp_path / "multi.json.gz"
+    multi.write_bytes(gzip.compress(text[: len(text) // 5]) + gzip.compress(text[len(text) // 5:]))
+    _same_table(one, load_trace(multi, chunk_bytes=1 << 16, processes=2))
+    # cut short, with the whole file's trailer: the child cannot inflate it and takes no half, so
+    # this process reads on to the cut and says what one process says
+    cut = tmp_path / "cut.json.gz"
+    packed = source.read_bytes()
+    cut.write_bytes(packed[: len(packed) * 3 // 4] + packed[-8:])  # a trailer that still looks right
+    with pytest.raises(UserError) as info:
+        load_trace(cut, chunk_bytes=1 << 16, processes=2)
+    with pytest.raises(UserError) as serial:
+        load_trace(cut, chunk_bytes=1 << 16)
+    assert info.value.code == ExitCode.USAGE and str(info.value) == str(serial.value)
+    assert {c.pid for c in psutil.Process().children()} <= children_before  # every child was reaped
+
+
+def test_metrics_beside_match_one_process(trace_file: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fusion and step-picture metrics computed by a forked child: the same values in the same order."""
+    from gpudoctor.trace import metrics
+
+    monkeypatch.setattr(metrics, "BESIDE_MIN_EVENTS", 0)
+    started: list[str] = []
+    real = metrics._Beside.start
+
+    def start(trace: RankTrace, steps: list[tuple[int, float, float]]) -> object:
+        beside = real(trace, steps)
+        assert beside is not None  # the child was forked (no other thread runs here)
+        started.append(trace.path)
+        return beside
+
+    monkeypatch.setattr(metrics._Beside, "start", start)
+    for name in ("h200/loader_bound.json.gz", "h200/compile_break.json.gz", "public/hta/trace_filter/sampled_rank-1.json.gz"):
+        path = trace_file(name)
+        one = metrics.compute_rank_metrics(load_trace(path))
+        assert not started
+        two = metrics.compute_rank_metrics(load_trace(path), processes=2)
+        assert started.pop() == str(path)
+        assert list(one.values.items()) == list(two.values.items()), name
+        assert one.step_rows == two.step_rows and one.collectives == two.collectives
 
 
 def test_gzip_of_several_members_reads_like_one(tmp_path: Path, trace_file: Callable[[str], Path]) -> None:

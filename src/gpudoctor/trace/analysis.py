@@ -18,15 +18,17 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.forkpool import ForkPool, WorkerDied, can_fork, usable_cores
-from gpudoctor.model import FactSet, FactValue
 from gpudoctor.trace.comm import comm_share_metrics
 from gpudoctor.trace.events import EventTable
 from gpudoctor.trace.metrics import RankMetrics, compute_rank_metrics
 from gpudoctor.trace.reader import RankTrace, TraceFileError, find_trace_files, load_trace
+
+if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
+    from gpudoctor.model import FactSet, FactValue
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 
@@ -72,7 +74,7 @@ class TraceSetFacts:
         return [r.metrics for r in self.ranks]
 
 
-def analyze_rank(trace: RankTrace, keep_events: bool = False) -> RankFacts:
+def analyze_rank(trace: RankTrace, keep_events: bool = False, processes: int = 1) -> RankFacts:
     """Every per-rank number of one loaded trace (modules that add per-rank facts are called here).
 
     The cyclic garbage collector is paused meanwhile: the metrics build hundreds of thousands of
@@ -82,7 +84,7 @@ def analyze_rank(trace: RankTrace, keep_events: bool = False) -> RankFacts:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        metrics = compute_rank_metrics(trace)
+        metrics = compute_rank_metrics(trace, processes)
         extra = dict(comm_share_metrics(trace.events))  # HTA kernel-type breakdown terms (JSON only)
     finally:
         if was_enabled:
@@ -92,10 +94,13 @@ def analyze_rank(trace: RankTrace, keep_events: bool = False) -> RankFacts:
     return RankFacts(trace, metrics, extra)
 
 
-def analyze_rank_file(path: str, position: int) -> RankFacts | TraceFileError:
-    """Read and analyse one trace file; a bad file comes back as its error (picklable), not raised."""
+def analyze_rank_file(path: str, position: int, processes: int = 1) -> RankFacts | TraceFileError:
+    """Read and analyse one trace file; a bad file comes back as its error (picklable), not raised.
+
+    ``processes=2``: a second process may take half of the decoding and part of the metrics.
+    """
     try:
-        return analyze_rank(load_trace(path, position))
+        return analyze_rank(load_trace(path, position, processes=processes), processes=processes)
     except TraceFileError as exc:
         return exc
 
@@ -107,7 +112,7 @@ def default_jobs() -> int:
 
 class PendingTraceSet:
     """Rank traces being read: on forked workers from the moment it is made, or in this process
-    when :meth:`result` is called (one worker, one file). The caller does its own work meanwhile
+    when :meth:`result` is called (``--jobs 1``, or where this process may not fork one file). The caller does its own work meanwhile
     (``gpudoctor analyze`` imports and loads the rule catalog) and then collects the result."""
 
     def __init__(self, files: list[Path], named: set[Path], jobs: int) -> None:
@@ -115,14 +120,20 @@ class PendingTraceSet:
         self._named = named
         self._pool: Any = None
         self._spawned: Any = None
+        # A file may use two processes (decode halves, metrics beside: see analyze_rank_file) when
+        # there are cores for it: one file and two jobs, or twice as many jobs as files.
+        self._processes = 2 if jobs >= 2 * len(files) else 1
         workers = min(jobs, len(files))
         self._workers = workers
-        if workers <= 1:
+        forking = can_fork()
+        if workers <= 1 and not (forking and self._processes == 2):
             return
-        items = [(str(f), i) for i, f in enumerate(files)]
-        if can_fork():
-            # the largest files first: with more ranks than workers, a large rank taken last would
-            # run alone at the end (the results are put back in file order)
+        items = [(str(f), i, self._processes) for i, f in enumerate(files)]
+        if forking:
+            # One file too, when it has a core to spare: it is read from now on, while this process
+            # sets up the rules (what crosses the pipe is its facts, without the event table). The
+            # largest files first: with more ranks than workers, a large rank taken last would run
+            # alone at the end (the results are put back in file order).
             self._pool = ForkPool(analyze_rank_file, items, workers, order=_largest_first(files))
             return
         # other threads run (a notebook kernel, the live session): fork could copy a held lock, so
@@ -160,7 +171,7 @@ class PendingTraceSet:
                 return [future.result() for future in self._futures]
             except BrokenProcessPool:
                 raise self._died() from None
-        return [analyze_rank_file(str(f), i) for i, f in enumerate(self._files)]
+        return [analyze_rank_file(str(f), i, self._processes) for i, f in enumerate(self._files)]
 
     def _died(self) -> UserError:
         return UserError(f"a worker process reading the rank traces died (killed, or out of memory with "

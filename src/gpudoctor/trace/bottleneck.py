@@ -26,15 +26,17 @@ import bisect
 import operator
 from collections.abc import Iterable, Sequence
 from itertools import chain, compress, repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.bottleneck import PARTS, Bottleneck, verdict_from_parts
 from gpudoctor.catalog.throughput import ratios_for
-from gpudoctor.model import FactValue
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import Context
 from gpudoctor.trace.events import K_ANNOTATION, K_CPU_OP, K_MEMCPY, K_MEMSET, K_OTHER, K_RUNTIME, EventTable
 from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, total
+
+if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
+    from gpudoctor.model import FactValue
 
 #: A kernel launch that takes longer than this is blocked on a full launch queue (µs).
 LAUNCH_BLOCKED_US = 50.0

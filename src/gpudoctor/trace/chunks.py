@@ -12,7 +12,7 @@ What it must not do: open files or decide between one and two processes (that is
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import msgspec
 
@@ -32,13 +32,15 @@ class EventTooLarge(ValueError):
     """No event boundary in :data:`MAX_EVENT_BYTES`: not Kineto's layout after all, or a hostile file."""
 
 
-def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder, at_eof: bool) -> _Header | None:
+def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder,
+                at_eof: bool | Callable[[], bool]) -> _Header | None:
     """Decode the events in ``pending`` plus ``blocks`` chunk by chunk into ``builder``.
 
     ``pending[0]`` is a spare byte just before the first event: it is turned into "[" and the ","
     after the last complete event into "]", so each chunk is decoded in place without copies. When
     ``at_eof`` the input ends with the array's "]" and the document's last keys, which are returned
-    decoded; otherwise it ends exactly after an event's "}".
+    decoded; otherwise it ends exactly after an event's "}". A callable ``at_eof`` is asked once the
+    blocks are used up (the reader of one half of a gzip stream learns only then which it was).
 
     Raises:
         msgspec.DecodeError: the input is truncated or not JSON.
@@ -70,7 +72,7 @@ def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder, a
                 raise EventTooLarge(f"no event boundary in {MAX_EVENT_BYTES >> 20} MB of the traceEvents array")
             continue
         break
-    if not at_eof:
+    if not (at_eof() if callable(at_eof) else at_eof):
         pending[0] = 0x5B
         pending.append(0x5D)
         _decode_events(decoder, pending, builder)

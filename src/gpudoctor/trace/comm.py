@@ -15,12 +15,15 @@ What it must not do: read files, know rule thresholds, or import anything heavy.
 from __future__ import annotations
 
 from operator import itemgetter
+from typing import TYPE_CHECKING
 
-from gpudoctor.model import FactValue
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import pct
 from gpudoctor.trace.reader import EventTable
 from gpudoctor.trace.timeline import hta_device_events, merge
+
+if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
+    from gpudoctor.model import FactValue
 
 #: HTA's kernel types in its bit order (``include_memory_kernels=True``); OTHER is left out, as in HTA.
 _TYPES = (kn.COMPUTATION, kn.COMMUNICATION, kn.MEMORY)

@@ -23,12 +23,15 @@ import bisect
 import operator
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from gpudoctor.model import FactValue
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import Context, pct
 from gpudoctor.trace.events import K_KERNEL, EventTable
 from gpudoctor.trace.timeline import end_times
+
+if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
+    from gpudoctor.model import FactValue
 
 #: a host-wait gap longer than this is not launch overhead (a sync, input, Python work between steps)
 LAUNCH_GAP_MAX_US = 1000.0

@@ -25,11 +25,14 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gpudoctor.model import FactValue
 from gpudoctor.trace.context import Context, pct
 from gpudoctor.trace.events import K_KERNEL, EventTable
 from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge
+
+if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
+    from gpudoctor.model import FactValue
 
 _REGION = "Torch-Compiled Region"
 _FX_CALL = "## Call CompiledFxGraph"

@@ -34,6 +34,11 @@ _IN_BLOCK = 1 << 16
 _END = b""
 
 
+def fast_zlib() -> Any:
+    """ISA-L's zlib module where installed, else zlib (the same API)."""
+    return _fast_zlib if _fast_zlib is not None else zlib
+
+
 class GunzipStream:
     """A read-only binary stream of the inflated content of a gzip file (all members)."""
 
@@ -126,7 +131,13 @@ class GunzipStream:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def close(self) -> None:
+        """Stop the inflating thread (a reader may stop before the end: one half of a split read)."""
         self._stop.set()
+        while True:  # free the queue: a put waiting on a full one returns at once, not after its timeout
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
         self._thread.join(timeout=5)
         self._raw.close()
 

@@ -20,15 +20,15 @@ from __future__ import annotations
 import errno
 import gc
 import gzip
+import io
 import os
 import re
 import stat
-import threading
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
@@ -54,7 +54,10 @@ from gpudoctor.trace.events import (
     _LooseHeader,
     malformed_note,
 )
-from gpudoctor.trace.gunzip import GunzipStream
+from gpudoctor.trace.gunzip import GunzipStream, fast_zlib
+
+if TYPE_CHECKING:
+    from gpudoctor.trace.split import GzipHalf
 
 #: Bytes of the traceEvents array decoded at once in chunked mode.
 #: 1 MB decoded ~10–20% faster than 4 MB here (df_index_resolver, the 124 MB synthetic trace: a chunk's
@@ -62,8 +65,13 @@ from gpudoctor.trace.gunzip import GunzipStream
 CHUNK_BYTES = 1024 * 1024
 #: The first read, in which ``"traceEvents"`` must start for the chunked decode (Kineto writes a few kB before it).
 HEADER_BYTES = 4 * 1024 * 1024
-#: Plain-JSON traces at least this large are decoded by two processes (one per half).
-PARALLEL_MIN_BYTES = 256 * 1024 * 1024
+#: A trace with at least this much JSON is decoded by two processes (one per half) when it is the
+#: only file read and a second core is there (``processes=2``): below it the fork and the merge cost
+#: about what the second core saves (bench/README.md, "One trace on two cores").
+PARALLEL_MIN_BYTES = 8 * 1024 * 1024
+#: A ``.json.gz`` trace is split up to this much JSON (the child decoding its second half holds all of
+#: it inflated: :class:`~gpudoctor.trace.split.GzipHalf`); a larger one is read by one process.
+IN_MEMORY_MAX_BYTES = 512 * 1024 * 1024
 #: JSON without Kineto's one-event-per-block layout is decoded in one piece, up to this size.
 MAX_WHOLE_BYTES = 2 * 1024 * 1024 * 1024
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
@@ -169,6 +177,7 @@ def _looks_like_trace_name(name: str) -> bool:
 
 
 def _open(path: Path) -> BinaryIO:
+    """The file's JSON as a stream: the file itself, or its gzip content inflated by a background thread."""
     kind = _path_kind(path)
     if kind != "file":
         raise TraceFileError(f"{path} {kind}.", corrupt=True, reason=kind)
@@ -178,9 +187,55 @@ def _open(path: Path) -> BinaryIO:
         raise TraceFileError(f"cannot read {path}: {exc.strerror}.", reason=f"cannot be read ({exc.strerror})") from None
     magic = fh.read(2)
     fh.seek(0)
-    if magic == b"\x1f\x8b":
-        return GunzipStream(fh)  # type: ignore[return-value]
-    return fh
+    if magic != b"\x1f\x8b":
+        return fh
+    return GunzipStream(fh)  # type: ignore[return-value]
+
+
+def _gzip_half(path: Path, processes: int, chunk_bytes: int) -> GzipHalf | None:
+    """A child decoding the second half of a gzip trace's events (see :class:`GzipHalf`), when
+    ``processes`` allows two, the gzip trailer says the JSON is :data:`PARALLEL_MIN_BYTES` to
+    :data:`IN_MEMORY_MAX_BYTES` (the child holds it all in memory) and this process may fork."""
+    if processes < 2:
+        return None
+    try:
+        with path.open("rb") as fh:
+            if fh.read(2) != b"\x1f\x8b":
+                return None
+            fh.seek(-4, os.SEEK_END)
+            hint = int.from_bytes(fh.read(4), "little")  # the last member's size modulo 4 GiB: a hint
+    except OSError:
+        return None  # the reader says what is wrong with the file
+    if not _split_worthwhile(hint if hint <= IN_MEMORY_MAX_BYTES else None, chunk_bytes):
+        return None
+    from gpudoctor.trace.split import GzipHalf
+
+    return GzipHalf(path, hint // 2, chunk_bytes)
+
+
+def inflated(fh: BinaryIO) -> bytes | None:
+    """The whole inflated content of a gzip file of at most :data:`IN_MEMORY_MAX_BYTES` of JSON, else
+    None (larger, truncated or corrupt: the streaming reader says what is wrong in zlib's words)."""
+    try:
+        packed = fh.read()
+    except OSError:
+        return None
+    inflate = fast_zlib()
+    parts: list[bytes] = []
+    room = IN_MEMORY_MAX_BYTES + 1
+    try:
+        while packed and room > 0:  # member after member, as gzip does
+            member = inflate.decompressobj(31)
+            parts.append(member.decompress(packed, room))
+            room -= len(parts[-1])
+            if not member.eof:
+                return None  # truncated, or larger than the maximum
+            packed = member.unused_data
+    except Exception:  # a corrupt stream: the streaming reader says so
+        return None
+    if room <= 0:
+        return None
+    return b"".join(parts) if len(parts) > 1 else parts[0]
 
 
 def _read_chunks(fh: BinaryIO, size: int) -> Iterator[bytes]:
@@ -191,13 +246,16 @@ def _read_chunks(fh: BinaryIO, size: int) -> Iterator[bytes]:
         yield block
 
 
-def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYTES) -> RankTrace:
+def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYTES, processes: int = 1) -> RankTrace:
     """Read one Kineto trace file (``.json`` or ``.json.gz``).
 
     Args:
         path: The file.
         position: Its index among the files being read (the rank of last resort).
         chunk_bytes: How much of the ``traceEvents`` array to decode at once.
+        processes: How many processes may decode it: 2 splits a large file's events in halves, the
+            second decoded by a forked child (when this process may fork: see :func:`_split_worthwhile`).
+            The table is the same either way.
 
     Raises:
         TraceFileError: the file is unreadable, truncated, corrupt, or JSON that is not a trace.
@@ -207,8 +265,13 @@ def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYT
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small acyclic objects: the cyclic collector would only rescan them
     try:
-        with _open(p) as fh:
-            header = _decode_stream(fh, builder, chunk_bytes, p)
+        half = _gzip_half(p, processes, chunk_bytes)
+        try:
+            with _open(p) as fh:
+                header = _decode_stream(fh, builder, chunk_bytes, p, processes, half)
+        finally:
+            if half is not None:
+                half.close()
     except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
         reason = f"the file is truncated or corrupt ({exc})"
         raise TraceFileError(f"{p} is not a readable trace: {reason}.", reason=reason) from None
@@ -235,8 +298,10 @@ def _short(exc: Exception) -> str:
     return text[:160]
 
 
-def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path) -> _Header:
-    """Decode the file, chunk by chunk when it has Kineto's layout, else in one go."""
+def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path, processes: int = 1,
+                   half: GzipHalf | None = None) -> _Header:
+    """Decode the file, chunk by chunk when it has Kineto's layout, else in one go; with ``half``, a
+    child decodes the second half of a gzip file's events (stopped where the layout is not Kineto's)."""
     first = fh.read(max(chunk_bytes, HEADER_BYTES))
     start = first.find(b'"traceEvents"')
     bracket = first.find(b"[", start) if start >= 0 else -1
@@ -248,10 +313,15 @@ def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _decode_whole(_read_rest(fh, first, path), builder, path)
     events_at = bracket
-    if _split_worthwhile(fh, path, chunk_bytes):
+    size = _stream_size(fh)
+    if half is not None and half.middle > len(first):
+        trailer = fold_events(bytearray(first[events_at:]), half.blocks(fh, len(first), chunk_bytes), builder,
+                              at_eof=half.at_eof)
+        trailer = half.merge_into(builder) if trailer is None else trailer
+    elif size is not None and processes >= 2 and _split_worthwhile(size, chunk_bytes):
         from gpudoctor.trace.split import decode_in_two
 
-        trailer = decode_in_two(fh, path, first, events_at, builder, chunk_bytes)
+        trailer = decode_in_two(fh, size, lambda: path.open("rb"), first, events_at, builder, chunk_bytes)
     else:
         trailer = fold_events(bytearray(first[events_at:]), _read_chunks(fh, chunk_bytes), builder, at_eof=True)
     assert trailer is not None
@@ -296,18 +366,28 @@ def _read_rest(fh: BinaryIO, first: bytes, path: Path) -> bytearray:
             raise too_big
 
 
-def _split_worthwhile(fh: BinaryIO, path: Path, chunk_bytes: int) -> bool:
-    """Decode in two processes: opted in, a large plain file, two cores, fork, and no other thread.
+def _split_worthwhile(size: int | None, chunk_bytes: int) -> bool:
+    """Decode in two processes: a stream of known size, large enough, and a process that may fork.
 
-    Opt-in (``GPUDOCTOR_TRACE_WORKERS=2``) because on the shared 2-core development machine, under a
-    load average of 20, it was not faster than one process (bench/README.md). Whether it helps on
-    an idle machine is not measured yet; measure before making it the default.
+    Fork only where no other thread runs (a forked child gets only the calling thread; a lock
+    another one held stays locked) and the platform has it; the caller has already decided that a
+    second core is there (``processes=2``: the file is the only one read and ``--jobs`` allows two).
     """
-    if isinstance(fh, GunzipStream) or os.environ.get("GPUDOCTOR_TRACE_WORKERS", "1") != "2":
+    if size is None or size < max(PARALLEL_MIN_BYTES, 8 * chunk_bytes):
         return False
-    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
-        return False
-    return _size(path) >= max(PARALLEL_MIN_BYTES, 8 * chunk_bytes)
+    from gpudoctor.forkpool import can_fork
+
+    return can_fork()
+
+
+def _stream_size(fh: BinaryIO) -> int | None:
+    """Bytes of JSON in a plain file; None for a gzip stream (inflated as it is read)."""
+    if isinstance(fh, GunzipStream):
+        return None
+    try:
+        return os.fstat(fh.fileno()).st_size
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        return None
 
 
 _STRICT_LIST = msgspec.json.Decoder(list[_Event])

@@ -2,10 +2,11 @@
 
 Why this exists: decoding is CPU-bound Python and msgspec holds the GIL, so a second thread would not
 help; a forked child that decodes the second half of the ``traceEvents`` array into its own columns
-and hands them back through a pipe (a few dozen bytes per event) nearly halves the wall time of a
-gigabyte trace on two cores. Only used for large plain files, when ``fork`` exists, two cores are
-there and the process runs no other thread, and only when ``GPUDOCTOR_TRACE_WORKERS=2`` asks for it
-(see :func:`gpudoctor.trace.reader._split_worthwhile` for why it is not the default yet).
+and hands them back through a pipe (a few dozen bytes per event) takes ~25% off the reading's wall
+time on two cores (df_index_resolver, bench/README.md). Used when one trace is read with a second
+core allowed (``processes=2`` from :mod:`gpudoctor.trace.analysis`), for a large plain file
+(:func:`decode_in_two`) or gzip file (:class:`GzipHalf`), when ``fork`` exists and the process runs
+no other thread (:func:`gpudoctor.trace.reader._split_worthwhile`).
 
 What it must not do: leave a child behind (it always exits through ``os._exit`` and is reaped), or
 swallow a decoding error (the child's error becomes the same one-sentence error as in one process).
@@ -14,9 +15,11 @@ swallow a decoding error (the child's error becomes the same one-sentence error 
 from __future__ import annotations
 
 import gc
+import io
 import os
+import signal
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -43,19 +46,20 @@ def _read_range(fh: BinaryIO, end: int, size: int) -> Iterator[bytes]:
         yield block
 
 
-def decode_in_two(fh: BinaryIO, path: Path, first: bytes, events_at: int, builder: Builder,
-                  chunk_bytes: int) -> _Header | None:
-    """Fold the events of ``path`` into ``builder``, the second half in a forked child.
+def decode_in_two(fh: BinaryIO, size: int, reopen: Callable[[], BinaryIO], first: bytes, events_at: int,
+                  builder: Builder, chunk_bytes: int) -> _Header | None:
+    """Fold the events of one trace's JSON into ``builder``, the second half in a forked child.
 
     Args:
-        fh: The open file, positioned after ``first``.
-        first: The file's first block (from offset 0).
+        fh: A plain JSON file, positioned after ``first``.
+        size: Its length in bytes.
+        reopen: Gives the child a stream of the same JSON that does not share ``fh``'s position.
+        first: The JSON's first block (from offset 0).
         events_at: Offset of the ``[`` that opens ``traceEvents`` in ``first``.
 
     Returns:
         The keys after the events array (decoded by the child).
     """
-    size = os.fstat(fh.fileno()).st_size
     middle = events_at + (size - events_at) // 2
     fh.seek(middle)
     window = fh.read(1 << 20)
@@ -67,7 +71,7 @@ def decode_in_two(fh: BinaryIO, path: Path, first: bytes, events_at: int, builde
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: second half, then columns into the pipe
-        _child(path, split, chunk_bytes, write_fd)
+        _child(reopen, split, chunk_bytes, write_fd)
     os.close(write_fd)
     pipe = os.fdopen(read_fd, "rb")
     try:
@@ -83,12 +87,128 @@ def decode_in_two(fh: BinaryIO, path: Path, first: bytes, events_at: int, builde
     return _merge(builder, msgspec.msgpack.decode(payload[1:]))
 
 
-def _child(path: Path, split: int, chunk_bytes: int, write_fd: int) -> None:
+class GzipHalf:
+    """The second half of a gzip trace's events, decoded by a child forked before this process reads.
+
+    A gzip stream cannot be entered in the middle, so the child inflates the whole file into memory
+    itself (ISA-L: ~36 ms for df_index_resolver's 54 MB) while this process inflates it as it reads
+    (the background thread of :class:`~gpudoctor.trace.gunzip.GunzipStream`, started after the fork:
+    a fork must not copy a running thread) and decodes the first half. Both take the half at the
+    same place without talking: the first event boundary at or after ``middle`` (half the gzip
+    trailer's size, known before either reads). The child sends that offset as soon as it has
+    inflated the file (8 bytes; 0: no second half — the file is shorter than its trailer said, or
+    does not inflate, and this process then reads it all and says what is wrong), then its columns.
+    This process stops before ``middle`` until it has the offset, so it never reads past it.
+    """
+
+    def __init__(self, path: Path, middle: int, chunk_bytes: int) -> None:
+        self.middle = middle
+        self._split: int | None = None
+        read_fd, write_fd = os.pipe()
+        self._pid = os.fork()
+        if self._pid == 0:  # the child: never returns
+            os.close(read_fd)
+            _gzip_child(path, middle, chunk_bytes, write_fd)
+        os.close(write_fd)
+        self._pipe: BinaryIO | None = os.fdopen(read_fd, "rb")
+
+    def blocks(self, fh: BinaryIO, offset: int, chunk_bytes: int) -> Iterator[bytes]:
+        """``fh``'s blocks from ``offset`` (bytes already read) to the half, or to its end when there
+        is no second half (then :meth:`at_eof` is True)."""
+        middle = self.middle
+        rest = b""
+        while offset < middle:
+            block = fh.read(chunk_bytes)
+            if not block:
+                self._split = 0  # shorter than the trailer said: the child finds no half either
+                return
+            if offset + len(block) > middle:
+                keep = middle - offset
+                yield block[:keep]
+                rest = block[keep:]
+                offset = middle
+                break
+            yield block
+            offset += len(block)
+        self._split = self._read_split()
+        if not self._split:
+            if rest:
+                yield rest
+            yield from _read_chunks(fh, chunk_bytes)
+            return
+        need = self._split - middle
+        while len(rest) < need:
+            block = fh.read(chunk_bytes)
+            if not block:  # the child found the boundary in the same bytes: cannot happen
+                raise msgspec.DecodeError("the two halves of the trace disagree")
+            rest += block
+        yield rest[:need]
+
+    def at_eof(self) -> bool:
+        """Whether this process read to the end (no second half)."""
+        return not self._split
+
+    def _read_split(self) -> int:
+        assert self._pipe is not None
+        raw = self._pipe.read(8)
+        return int.from_bytes(raw, "little") if len(raw) == 8 else 0
+
+    def merge_into(self, builder: Builder) -> _Header | None:
+        """Append the child's columns to ``builder``; the keys after the events array (None when
+        this process read to the end itself)."""
+        if not self._split:
+            self.close()
+            return None
+        assert self._pipe is not None
+        payload = self._pipe.read()
+        self.close()
+        if not payload or payload[:1] != b"O":
+            message = payload[1:].decode("utf-8", "replace") if payload else "the decoding process died"
+            raise msgspec.DecodeError(message)
+        return _merge(builder, msgspec.msgpack.decode(payload[1:]))
+
+    def close(self) -> None:
+        """Stop the child if it still runs and reap it (idempotent)."""
+        if self._pipe is None:
+            return
+        self._pipe.close()  # a child still writing gets a broken pipe and exits
+        self._pipe = None
+        try:
+            os.kill(self._pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self._pid, 0)
+
+
+def _gzip_child(path: Path, middle: int, chunk_bytes: int, write_fd: int) -> None:
+    """Inflate the file, send where its second half starts (0: none), then decode that half."""
+    split = 0
+    try:
+        from gpudoctor.trace.reader import inflated
+
+        with path.open("rb") as fh:
+            data = inflated(fh)
+        if data is not None and middle < len(data):
+            found = data.find(_SEP, middle, middle + (1 << 20))
+            split = found + 1 if found >= 0 else 0
+    except BaseException:
+        split = 0
+    try:
+        os.write(write_fd, split.to_bytes(8, "little"))
+    except BaseException:
+        os._exit(1)
+    if not split or data is None:
+        os._exit(0)
+    whole = data
+    _child(lambda: io.BytesIO(whole), split, chunk_bytes, write_fd)
+
+
+def _child(reopen: Callable[[], BinaryIO], split: int, chunk_bytes: int, write_fd: int) -> None:
     status = 1
     try:
         gc.disable()
         part = Builder()
-        with path.open("rb") as fh:
+        with reopen() as fh:
             fh.seek(split)
             trailer = fold_events(bytearray(fh.read(chunk_bytes)), _read_chunks(fh, chunk_bytes), part, at_eof=True)
         table = part.finish()

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpudoctor.model import FactValue
 from gpudoctor.trace.context import COMPILE_WORK, Context, pct
 from gpudoctor.trace.events import K_KERNEL, K_MEMCPY, EventTable
 from gpudoctor.trace.graphbreaks import compiled_calls, frame_of, graph_break_metrics
 from gpudoctor.trace.timeline import end_times, merge, total
+
+if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
+    from gpudoctor.model import FactValue
 
 
 def dataloader_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
