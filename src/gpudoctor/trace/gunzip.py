@@ -39,6 +39,28 @@ def fast_zlib() -> Any:
     return _fast_zlib if _fast_zlib is not None else zlib
 
 
+def inflate_whole(packed: bytes, limit: int) -> bytes | None:
+    """All members of a gzip file's bytes inflated in one go (ISA-L where installed), or None when
+    they hold more than ``limit`` bytes, are truncated or corrupt (the streaming reader then says
+    what is wrong in zlib's words)."""
+    inflate = fast_zlib()
+    parts: list[bytes] = []
+    room = limit + 1
+    try:
+        while packed and room > 0:  # member after member, as gzip does
+            member = inflate.decompressobj(31)
+            parts.append(member.decompress(packed, room))
+            room -= len(parts[-1])
+            if not member.eof:
+                return None  # truncated, or larger than the limit
+            packed = member.unused_data
+    except Exception:
+        return None
+    if room <= 0 or not parts:
+        return None
+    return b"".join(parts) if len(parts) > 1 else parts[0]
+
+
 class GunzipStream:
     """A read-only binary stream of the inflated content of a gzip file (all members)."""
 

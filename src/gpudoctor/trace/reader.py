@@ -54,7 +54,7 @@ from gpudoctor.trace.events import (
     _LooseHeader,
     malformed_note,
 )
-from gpudoctor.trace.gunzip import GunzipStream, fast_zlib
+from gpudoctor.trace.gunzip import GunzipStream
 
 if TYPE_CHECKING:
     from gpudoctor.trace.split import GzipHalf
@@ -206,36 +206,11 @@ def _gzip_half(path: Path, processes: int, chunk_bytes: int) -> GzipHalf | None:
             hint = int.from_bytes(fh.read(4), "little")  # the last member's size modulo 4 GiB: a hint
     except OSError:
         return None  # the reader says what is wrong with the file
-    if not _split_worthwhile(hint if hint <= IN_MEMORY_MAX_BYTES else None, chunk_bytes):
+    if hint > IN_MEMORY_MAX_BYTES or not _split_worthwhile(hint, chunk_bytes):
         return None
     from gpudoctor.trace.split import GzipHalf
 
     return GzipHalf(path, hint // 2, chunk_bytes)
-
-
-def inflated(fh: BinaryIO) -> bytes | None:
-    """The whole inflated content of a gzip file of at most :data:`IN_MEMORY_MAX_BYTES` of JSON, else
-    None (larger, truncated or corrupt: the streaming reader says what is wrong in zlib's words)."""
-    try:
-        packed = fh.read()
-    except OSError:
-        return None
-    inflate = fast_zlib()
-    parts: list[bytes] = []
-    room = IN_MEMORY_MAX_BYTES + 1
-    try:
-        while packed and room > 0:  # member after member, as gzip does
-            member = inflate.decompressobj(31)
-            parts.append(member.decompress(packed, room))
-            room -= len(parts[-1])
-            if not member.eof:
-                return None  # truncated, or larger than the maximum
-            packed = member.unused_data
-    except Exception:  # a corrupt stream: the streaming reader says so
-        return None
-    if room <= 0:
-        return None
-    return b"".join(parts) if len(parts) > 1 else parts[0]
 
 
 def _read_chunks(fh: BinaryIO, size: int) -> Iterator[bytes]:
@@ -366,14 +341,14 @@ def _read_rest(fh: BinaryIO, first: bytes, path: Path) -> bytearray:
             raise too_big
 
 
-def _split_worthwhile(size: int | None, chunk_bytes: int) -> bool:
-    """Decode in two processes: a stream of known size, large enough, and a process that may fork.
+def _split_worthwhile(size: int, chunk_bytes: int) -> bool:
+    """Decode in two processes: JSON large enough, and a process that may fork.
 
     Fork only where no other thread runs (a forked child gets only the calling thread; a lock
     another one held stays locked) and the platform has it; the caller has already decided that a
     second core is there (``processes=2``: the file is the only one read and ``--jobs`` allows two).
     """
-    if size is None or size < max(PARALLEL_MIN_BYTES, 8 * chunk_bytes):
+    if size < max(PARALLEL_MIN_BYTES, 8 * chunk_bytes):
         return False
     from gpudoctor.forkpool import can_fork
 
