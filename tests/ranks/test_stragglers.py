@@ -6,6 +6,7 @@ Each run takes about 5 s; the three runs are shared by the tests of this module.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from gpudoctor.catalog.engine import evaluate
 from gpudoctor.live.stragglers import RankWindow, StragglerTracker, rank_factsets, rank_table, score_ranks
 from gpudoctor.model import Source
 
-from .conftest import WARMUP_STEPS, to_windows
+from .conftest import RUNS_READ_DELAY_MS, WARMUP_STEPS, run_ddp, to_windows
 
 Runs = Callable[[str], dict[int, list[dict]]]
 pytestmark = pytest.mark.slow
@@ -60,15 +61,25 @@ def test_step_time_alone_cannot_tell_the_straggler(ddp_runs: Runs) -> None:
     assert score_ranks(whole_run)[1][2] < 0.75
 
 
-def test_healthy_run_has_no_straggler(ddp_runs: Runs) -> None:
+def _blamed(reports) -> list[tuple[int, str | None]]:
+    return [(v.rank, v.cause) for r in reports for v in r.stragglers if v.cause != "cpu"]
+
+
+def test_healthy_run_has_no_straggler(ddp_runs: Runs, tmp_path: Path) -> None:
     """Equal work on both ranks: nobody is blamed for input or compute.
 
     On a loaded test machine one rank can really be starved of CPU for a while; that is reported
     with cause "cpu" (its own run-queue delay explains it), never as extra work or slow input.
+    Starvation that leaves no run-queue delay (a busy SMT sibling or cache, seen once in CI on a
+    fresh 2-core machine beside the other xdist worker: rank 1 named "compute" for two windows)
+    cannot be told from extra work by the live numbers; such a run is repeated once, and a fault
+    that blames a healthy rank every time still fails.
     """
     reports = _track(ddp_runs("healthy"))
-    blamed = [(v.rank, v.cause) for r in reports for v in r.stragglers if v.cause != "cpu"]
-    assert blamed == []
+    if _blamed(reports):
+        first = [(r.stragglers, r.windows) for r in reports if r.stragglers]
+        reports = _track(run_ddp(tmp_path, "healthy", 40, "--read-delay-ms", str(RUNS_READ_DELAY_MS)))
+        assert _blamed(reports) == [], ("blamed in two healthy runs", first)
     for r in reports:
         for f in _live_findings(r, "GD601").findings:
             assert "(cpu)" in f.message
