@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor.severity import Severity
+
 #: What a fact's value may be. Lists hold plain values (e.g. graph-break reasons).
 FactValue = int | float | str | bool | None | list | tuple
 
@@ -32,31 +34,6 @@ class Source(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-class Severity(str, enum.Enum):
-    """How much a finding costs the user, in rising order."""
-
-    INFO = "info"
-    WARNING = "warning"
-    CRITICAL = "critical"
-
-    @property
-    def rank(self) -> int:
-        return _SEVERITY_RANK[self]
-
-    def __str__(self) -> str:
-        return self.value
-
-    @classmethod
-    def parse(cls, text: str) -> Severity:
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise ValueError(f"unknown severity {text!r}: use info, warning or critical") from None
-
-
-_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
 
 @dataclass(frozen=True)

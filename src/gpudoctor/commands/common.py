@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.model import Severity
+from gpudoctor.severity import Severity  # not gpudoctor.model: see gpudoctor.severity
 
 if TYPE_CHECKING:
     from gpudoctor.catalog import Catalog
