@@ -70,10 +70,11 @@ def test_healthy_run_has_no_straggler(ddp_runs: Runs, tmp_path: Path) -> None:
 
     On a loaded test machine one rank can really be starved of CPU for a while; that is reported
     with cause "cpu" (its own run-queue delay explains it), never as extra work or slow input.
-    Starvation that leaves no run-queue delay (a busy SMT sibling or cache, seen once in CI on a
-    fresh 2-core machine beside the other xdist worker: rank 1 named "compute" for two windows)
-    cannot be told from extra work by the live numbers; such a run is repeated once, and a fault
-    that blames a healthy rank every time still fails.
+    Starvation that leaves no run-queue delay — the hypervisor taking the vCPU (steal time counts
+    as the thread's own CPU time) or a thrashed shared cache; seen once in CI on a fresh 2-core VM
+    beside the other xdist worker: rank 1 named "compute" for two windows — cannot be told from
+    extra work by the live numbers; such a run is repeated once, and a fault that blames a healthy
+    rank every time still fails.
     """
     reports = _track(ddp_runs("healthy"))
     if _blamed(reports):
