@@ -61,13 +61,17 @@ _RUNS: dict[str, dict[int, list[dict]]] = {}
 RUNS_READ_DELAY_MS = 5.0
 
 
+def ddp_run(out: Path, mode: str) -> dict[int, list[dict]]:
+    """One run as ``ddp_runs`` makes them (40 steps, the input rank's read delay), into ``out``."""
+    return run_ddp(out, mode, 40, "--read-delay-ms", str(RUNS_READ_DELAY_MS))
+
+
 @pytest.fixture(scope="session")
 def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[int, list[dict]]]:
     """``ddp_runs(mode)``: rows of a finished real DDP run in that mode (run once per session)."""
     def get(mode: str) -> dict[int, list[dict]]:
         if mode not in _RUNS:
-            _RUNS[mode] = run_ddp(tmp_path_factory.mktemp(f"ddp_{mode}"), mode, 40,
-                                  "--read-delay-ms", str(RUNS_READ_DELAY_MS))
+            _RUNS[mode] = ddp_run(tmp_path_factory.mktemp(f"ddp_{mode}"), mode)
         return _RUNS[mode]
     return get
 

@@ -15,7 +15,7 @@ from gpudoctor.catalog.engine import evaluate
 from gpudoctor.live.stragglers import RankWindow, StragglerTracker, rank_factsets, rank_table, score_ranks
 from gpudoctor.model import Source
 
-from .conftest import RUNS_READ_DELAY_MS, WARMUP_STEPS, run_ddp, to_windows
+from .conftest import WARMUP_STEPS, ddp_run, to_windows
 
 Runs = Callable[[str], dict[int, list[dict]]]
 pytestmark = pytest.mark.slow
@@ -79,7 +79,7 @@ def test_healthy_run_has_no_straggler(ddp_runs: Runs, tmp_path: Path) -> None:
     reports = _track(ddp_runs("healthy"))
     if _blamed(reports):
         first = [(r.stragglers, r.windows) for r in reports if r.stragglers]
-        reports = _track(run_ddp(tmp_path, "healthy", 40, "--read-delay-ms", str(RUNS_READ_DELAY_MS)))
+        reports = _track(ddp_run(tmp_path, "healthy"))
         assert _blamed(reports) == [], ("blamed in two healthy runs", first)
     for r in reports:
         for f in _live_findings(r, "GD601").findings:
