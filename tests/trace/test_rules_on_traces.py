@@ -68,8 +68,10 @@ def test_four_workers_is_not_input_bound(trace_file: Callable[[str], Path]) -> N
 def test_pageable_memcpy_and_host_sync(trace_file: Callable[[str], Path]) -> None:
     report = _report(trace_file("h200/sync_pageable.json.gz"))
     codes = _codes(report)
-    # the sync leaves the GPU idle half the step; the pageable copies cost a few per cent of it
-    assert codes["GD301"] == Severity.CRITICAL and report.findings[0].code == "GD301"
+    # the GPU idles half the step after the sync, but most of that is the next batch being made on the
+    # CPU (GD304's gap): the sync's own cost is the 28-30 ms the host was blocked in it; the pageable
+    # copies cost a few per cent of the step
+    assert codes["GD301"] == Severity.WARNING and report.findings[0].code == "GD304"
     assert codes["GD302"] == Severity.INFO
     sync = next(f for f in report.findings if f.code == "GD301")
     assert "aten::item" in sync.message

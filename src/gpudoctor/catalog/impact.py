@@ -147,6 +147,8 @@ def _bound_text(side: str, floor: float, moved: bool = False) -> str:
         if moved:
             return f"; bounded by the host's floor after the fix, {floor:.1f} ms/step"
         return f"; bounded by the host's floor of {floor:.1f} ms/step"
+    if moved:
+        return f"; bounded by {floor:.1f} ms/step after the fix"
     return f"; bounded by the GPU's busy time of {floor:.1f} ms/step"
 
 

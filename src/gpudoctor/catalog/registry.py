@@ -91,6 +91,7 @@ matmul_fp32_simt_pct_of_gpu              trace:rank                             
 fp32_simt_pct_of_gpu                     trace:rank                                    %       trace.bottleneck fp32 CUDA-core GEMM/conv kernel time as a share of GPU busy time
 sync_gpu_idle_pct                        trace:rank                                    %       trace.bottleneck GPU idle after host syncs as a share of the step
 host_active_ms_per_step                  trace:rank                                    ms      trace.bottleneck host threads running training work per step (union over threads, as profiled)
+host_untraced_ms_per_step                trace:rank                                    ms      trace.bottleneck stretches of 1 ms or more per step in which no host thread runs a traced op (the host's own untraced work or waiting)
 allocator_ms_per_step                    trace:rank                                    ms      trace.bottleneck host time per step in cudaMalloc/cudaFree
 bound_share_pct                          trace:rank                                    %       trace.bottleneck the share of the step the bound takes
 part_gpu_busy_ms                         trace:rank                                    ms      trace.bottleneck step part: GPU busy in kernels of no known class (0 in traces, whose kernels all have a class; live/bottleneck.py fills it from NVML)

@@ -8,8 +8,9 @@ the step:
   ``gpu:gemm/conv``, ``gpu:fusible`` (eager memory-bound kernels torch.compile fuses),
   ``gpu:memcpy``, ``gpu:other``;
 - GPU idle, by what the host was doing: ``idle:input wait`` (inside the DataLoader's ``__next__``),
-  ``idle:host sync`` (from the end of a sync call — ``.item()``, ``synchronize``, a sync copy — until
-  the next GPU work starts: the queue the sync drained, refilled), ``idle:host/launch`` (the rest:
+  ``idle:host sync`` (from the end of a sync call — ``.item()``, ``synchronize``, a sync copy — toward
+  the next GPU work: the queue the sync drained, refilled — for at most 1 ms, or the host's wait in
+  the sync when longer: :func:`~gpudoctor.trace.timeline.sync_idle`), ``idle:host/launch`` (the rest:
   Python, launches, anything else on the host).
 
 From the same timeline come the facts the impact estimates need: ``gpu_busy_ms_per_step`` (the floor
@@ -33,7 +34,7 @@ from gpudoctor.catalog.throughput import ratios_for
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import Context
 from gpudoctor.trace.events import K_ANNOTATION, K_CPU_OP, K_MEMCPY, K_MEMSET, K_OTHER, K_RUNTIME, EventTable
-from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, total
+from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, sync_idle, total
 
 if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
     from gpudoctor.model import FactValue
@@ -51,6 +52,10 @@ _LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "c
                  "cudaGraphLaunch", "hipLaunchKernel", "hipExtModuleLaunchKernel")
 _HOST_ACTIVE_KINDS = frozenset({K_CPU_OP, K_ANNOTATION, K_RUNTIME, K_OTHER})
 _HOST_ACTIVE_MASK = bytes(1 if k in _HOST_ACTIVE_KINDS else 0 for k in range(256))
+#: A stretch of the step this long (µs) with no traced op on any host thread is the host's own work
+#: (Python between ops, forking DataLoader workers, writing a file) — or its own waiting — not the
+#: profiler's bookkeeping, which comes in µs-long slivers between ops (HOST_PROFILER_INFLATION).
+UNTRACED_HOST_US = 1000.0
 _ALLOCATOR_CALLS = ("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaHostAlloc")
 
 
@@ -118,7 +123,7 @@ def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = 
     out.update({k: v for k, v in ratios_for(compute_major, device_name).items()})
     if not ctx.steps or not ctx.device:
         return out
-    parts, blocked_us, alloc_us, gemm_us, (active_us, loader_us) = _partition(t, ctx)
+    parts, blocked_us, alloc_us, gemm_us, (active_us, loader_us, untraced_us) = _partition(t, ctx)
     n = ctx.n_steps
     step_us = sum(b - a for _, a, b in ctx.steps)
     step_ms = step_us / 1000.0 / n
@@ -137,6 +142,7 @@ def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = 
         "gpu_idle_ms_per_step": round(step_ms - gpu_busy, 3),
         "host_floor_ms": round(_host_floor(step_us, blocked_us, active_us, loader_us) / 1000.0 / n, 3),
         "host_active_ms_per_step": round(active_us / 1000.0 / n, 3),
+        "host_untraced_ms_per_step": round(untraced_us / 1000.0 / n, 3),
         "sync_gpu_idle_ms_per_step": round(parts["idle:host sync"] / 1000.0 / n, 3),
         "input_gpu_idle_ms_per_step": round(parts["idle:input wait"] / 1000.0 / n, 3),
         "allocator_ms_per_step": round(alloc_us / 1000.0 / n, 3),
@@ -175,7 +181,7 @@ def parts_from_facts(values: dict[str, Any]) -> dict[str, float]:
 
 
 def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, float, dict[str, float],
-                                                    tuple[float, float]]:
+                                                    tuple[float, float, float]]:
     """µs per part over all steps; µs the host is blocked on the GPU; µs in the allocator; GEMM µs by class."""
     parts = dict.fromkeys(PARTS, 0.0)
     gemm_us = dict.fromkeys(("gemm", "gemm_fp32_simt", "gemm_tf32", "gemm_lowp", "matmul_fp32_simt", "conv_fp32_simt",
@@ -217,14 +223,7 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     covered_starts = [a for a, _ in covered]
     loader = merge((t.ts[i], t.ts[i] + t.dur[i]) for i in ctx.host_ops(
         t, lambda n: n.startswith("enumerate(DataLoader)") and "__next__" in n))
-    after_sync = []
-    for i in ctx.sync_calls:
-        sync_end = t.ts[i] + t.dur[i]
-        k = bisect.bisect_left(covered_starts, sync_end)
-        nxt = covered_starts[k] if k < len(covered_starts) else hi
-        if nxt > sync_end:
-            after_sync.append((sync_end, nxt))
-    after_sync = merge(after_sync)
+    after_sync = sync_idle(ctx.sync_waits(t), covered_starts, until=hi)
     blocked, alloc = _host_blocked(t, ctx)
     active = _host_active(t, ctx, loader)
     for _, a, b in ctx.steps:
@@ -234,10 +233,10 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
         step_loader = _clip(loader, a, b)
         input_idle = intersection_length(idle, step_loader)
         rest = _subtract(idle, step_loader) if step_loader else idle
-        sync_idle = intersection_length(rest, _clip(after_sync, a, b))
+        sync_us = intersection_length(rest, _clip(after_sync, a, b))
         parts["idle:input wait"] += input_idle
-        parts["idle:host sync"] += sync_idle
-        parts["idle:host/launch"] += total(idle) - input_idle - sync_idle
+        parts["idle:host sync"] += sync_us
+        parts["idle:host/launch"] += total(idle) - input_idle - sync_us
     return parts, blocked, alloc, gemm_us, active
 
 
@@ -298,8 +297,10 @@ def _span_minus(a: float, b: float, cut: Sequence[Interval]) -> list[Interval]:
 
 
 
-def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tuple[float, float]:
-    """µs the host's threads run training work inside the steps (union over threads), and of it in the DataLoader."""
+def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tuple[float, float, float]:
+    """µs the host's threads run training work inside the steps (union over threads), of it in the
+    DataLoader, and µs of stretches of :data:`UNTRACED_HOST_US` or more in which no host thread runs a
+    traced op (see ``host_untraced_ms_per_step``)."""
     lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
     # host kinds by a byte table over the kind column (host events carry no stream), less the few
     # ProfilerStep events themselves (found by name): the columns are then selected by C-level passes
@@ -307,9 +308,15 @@ def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tup
     for i in t.positions_of([nid for nid, n in enumerate(t.names) if n.startswith("ProfilerStep")]):
         host[i] = 0
     merged = _union_of_runs(compress(t.ts, host), compress(end_times(t), host), lo, hi)
-    inside = sum(total(_clip(merged, a, b)) for _, a, b in ctx.steps)
-    in_loader = sum(intersection_length(_clip(merged, a, b), _clip(loader, a, b)) for _, a, b in ctx.steps)
-    return inside, in_loader
+    inside = in_loader = untraced = 0.0
+    for _, a, b in ctx.steps:
+        step_merged = _clip(merged, a, b)
+        inside += total(step_merged)
+        in_loader += intersection_length(step_merged, _clip(loader, a, b))
+        untraced += sum(gap for gap in (high - low for low, high in zip([a, *map(_END, step_merged)],
+                                                                           [*map(_START, step_merged), b]))
+                        if gap >= UNTRACED_HOST_US)
+    return inside, in_loader, untraced
 
 
 def _union_of_runs(starts: Iterable[float], ends: Iterable[float], lo: float, hi: float) -> list[Interval]:

@@ -171,6 +171,30 @@ class Context:
             self._outer_aten = out
         return self._outer_aten
 
+    def sync_waits(self, t: EventTable) -> list[tuple[float, float]]:
+        """Per host sync call (``sync_calls``): the host's wait in it, from the start of the outermost
+        ``aten::`` op that issued it to the end of the call.
+
+        The op, not the call alone: ``.item()`` (``aten::item``) copies the value to the host and then
+        syncs the stream, and the host may block in either — in the copy when it lands in pageable
+        memory (``cudaMemcpyAsync`` 0.3–1.6 ms, then a 7 µs ``cudaStreamSynchronize``: pytorch/examples'
+        DCGAN on the H200), in the sync when it lands in a staging buffer (a 29 ms
+        ``cudaStreamSynchronize``: shared/traces/h200/sync_pageable). A call that no op holds
+        (``torch.cuda.synchronize()``) waits for its own length.
+        """
+        outer = self.outer_aten_ops(t)
+        ts, dur, thread = t.ts, t.dur, t.thread
+        out: list[tuple[float, float]] = []
+        for i in self.sync_calls:
+            start = ts[i]
+            end = start + dur[i]
+            starts, ops = outer.get(thread[i], ([], []))
+            k = bisect.bisect_right(starts, start) - 1
+            if k >= 0 and start <= ts[ops[k]] + dur[ops[k]]:
+                start = min(start, ts[ops[k]])
+            out.append((start, end))
+        return out
+
     def kernel_classes(self, t: EventTable) -> dict[int, kn.KernelClass]:
         """What each device event's name says (:class:`~gpudoctor.trace.kernels.KernelClass`), by name id.
 

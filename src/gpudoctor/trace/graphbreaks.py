@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor.trace.context import Context, pct
 from gpudoctor.trace.events import K_KERNEL, EventTable
-from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge
+from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, sync_idle
 
 if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
     from gpudoctor.model import FactValue
@@ -95,7 +95,7 @@ def graph_break_metrics(t: EventTable, ctx: Context, calls: list[CompiledCall]) 
     ts, end, kind = t.ts, end_times(t), t.kind
     busy = merge((ts[i], end[i]) for i in ctx.device if end[i] > ts[i])
     busy_ends = [b for _, b in busy]
-    after_sync = _after_syncs(t, ctx, busy)
+    after_sync = sync_idle(ctx.sync_waits(t), [a for a, _ in busy])
     sync_ends = [b for _, b in after_sync]
     idle_us = eager_us = 0.0
     eager = 0
@@ -196,15 +196,3 @@ def _overlap(spans: list[Interval], ends: list[float], lo: float, hi: float) -> 
     while k < len(spans) and spans[k][0] < hi:
         k += 1
     return intersection_length(spans[first:k], [(lo, hi)])
-
-
-def _after_syncs(t: EventTable, ctx: Context, busy: list[Interval]) -> list[Interval]:
-    """GPU idle from the end of each host sync call to the next GPU work (what GD301 estimates), merged."""
-    starts = [a for a, _ in busy]
-    out: list[Interval] = []
-    for i in ctx.sync_calls:
-        sync_end = t.ts[i] + t.dur[i]
-        k = bisect.bisect_left(starts, sync_end)
-        if k < len(starts) and starts[k] > sync_end:
-            out.append((sync_end, starts[k]))
-    return merge(out)

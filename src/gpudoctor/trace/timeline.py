@@ -10,6 +10,7 @@ What it must not do: classify kernels by name (that is :mod:`.kernels`) or know 
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from array import array
@@ -78,6 +79,36 @@ def intersection_length(a: Sequence[Interval], b: Sequence[Interval]) -> float:
         else:
             j += 1
     return out
+
+
+#: How long after a sync the host may take to launch the next GPU work for the GPU idle meanwhile to be
+#: the sync's (µs), when it waited less than that in the sync. Refilling the queue takes the host
+#: 35–75 µs after each per-parameter ``.item()`` of examples/host_sync.py and 0.3–0.6 ms after
+#: pytorch/examples DCGAN's per-iteration logging on the H200; 100 ms of the host's own work after
+#: a read (a batch made on the CPU, DataLoader workers forked at an epoch start) is that work's idle.
+SYNC_REFILL_US = 1000.0
+
+
+def sync_idle(waits: Iterable[Interval], busy_starts: Sequence[float], until: float | None = None) -> list[Interval]:
+    """The GPU idle host syncs cause: from the end of each wait toward the next GPU work, merged.
+
+    ``waits``: each sync's wait, (start, end) (:meth:`~gpudoctor.trace.context.Context.sync_waits`);
+    ``busy_starts``: the sorted starts of the merged GPU busy intervals; ``until``: where the idle
+    after a sync with no later GPU work ends (None: such a sync causes none).
+
+    A sync drains the queue; the GPU then idles until the host launches new work. That idle is the
+    sync's while the host is refilling the queue, for at most :data:`SYNC_REFILL_US` — or as long as
+    the host waited in the sync, when that is longer: without the sync the host would have been that
+    far ahead, its work after the read overlapping the GPU's (shared/traces/h200/sync_pageable: a
+    29 ms wait in ``loss.item()``, then 108 ms of ``aten::randn`` on the CPU: 29 ms are the sync's).
+    """
+    out: list[Interval] = []
+    for start, sync_end in waits:
+        k = bisect.bisect_left(busy_starts, sync_end)
+        nxt = busy_starts[k] if k < len(busy_starts) else until
+        if nxt is not None and nxt > sync_end:
+            out.append((sync_end, min(nxt, sync_end + max(sync_end - start, SYNC_REFILL_US))))
+    return merge(out)
 
 
 def end_times(t: EventTable) -> array:

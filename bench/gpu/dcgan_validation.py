@@ -1,0 +1,189 @@
+"""gpudoctor on pytorch/examples' DCGAN (``dcgan/main.py --dataset fake``), and what each named fix gains.
+
+Why this exists: the scripts of ``realscripts_validation.py`` are fixed through their own flags. DCGAN
+has few flags, and its costs are in the code: two optimizers per iteration (D, then G), five
+``.item()`` reads and a print per iteration, a ``DataLoader`` re-created workers every epoch (FakeData's
+1000 images are 16 batches of 64), a checkpoint per epoch. This harness runs the script unmodified
+under ``gpudoctor run`` (findings, estimates, the agent's step rate), then runs copies of it with one
+code change each — the change a finding's fix asks for — without any tool in the process, and prints
+the measured iterations/s beside the estimate.
+
+    # on the H200 (one call; thirdparty/pytorch_examples from pytorch/examples 77f55b9):
+    python3 bench/gpu/dcgan_validation.py --scripts thirdparty --seconds 25
+
+Iterations/s come from the script's own progress lines (``[epoch/niter][i/len]``), timed as they are
+printed, after a warm-up; the variant that prints every 50th iteration is timed the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from realscripts import procs, reportread
+
+REPO = Path(__file__).resolve().parents[2]
+_PROGRESS = re.compile(rb"^\[(\d+)/\d+\]\[(\d+)/(\d+)\]")
+
+#: variant -> (text to find, its replacement) pairs applied to main.py, and extra script flags
+VARIANTS: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
+    "as_is": ([], []),
+    "workers_8": ([], ["--workers", "8"]),
+    "persistent_workers": ([("num_workers=int(opt.workers))",
+                             "num_workers=int(opt.workers), persistent_workers=True)")], []),
+    "persistent_workers_8": ([("num_workers=int(opt.workers))",
+                               "num_workers=int(opt.workers), persistent_workers=True)")], ["--workers", "8"]),
+    # the syncs: no .item() inside the step, the losses printed every 50th iteration
+    "log_every_50": ([("D_x = output.mean().item()", "D_x = output.mean()"),
+                      ("D_G_z1 = output.mean().item()", "D_G_z1 = output.mean()"),
+                      ("D_G_z2 = output.mean().item()", "D_G_z2 = output.mean()"),
+                      ("        print('[%d/%d][%d/%d] Loss_D", "        if i % 50 == 0: print('[%d/%d][%d/%d] Loss_D")],
+                     []),
+    # the reads removed after the input fix (the order gpudoctor's findings give)
+    "persistent_workers_8_log_every_50": ([("num_workers=int(opt.workers))",
+                                            "num_workers=int(opt.workers), persistent_workers=True)"),
+                                           ("D_x = output.mean().item()", "D_x = output.mean()"),
+                                           ("D_G_z1 = output.mean().item()", "D_G_z1 = output.mean()"),
+                                           ("D_G_z2 = output.mean().item()", "D_G_z2 = output.mean()"),
+                                           ("        print('[%d/%d][%d/%d] Loss_D",
+                                            "        if i % 50 == 0: print('[%d/%d][%d/%d] Loss_D")], ["--workers", "8"]),
+    "compile": ([("# setup optimizer", "netD = torch.compile(netD)\nnetG = torch.compile(netG)\n# setup optimizer")],
+                []),
+}
+
+
+def patched(src: str, edits: list[tuple[str, str]]) -> str:
+    for old, new in edits:
+        if old not in src:
+            raise SystemExit(f"dcgan/main.py has no {old!r}: not the pinned commit")
+        src = src.replace(old, new)
+    return src
+
+
+def script_for(work: Path, original: str, name: str) -> Path:
+    edits, _ = VARIANTS[name]
+    folder = work / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "main.py"
+    path.write_text(patched(original, edits))
+    return path
+
+
+def base_args(name: str, outf: Path) -> list[str]:
+    return ["--dataset", "fake", "--accel", "--niter", "100000", "--outf", str(outf), *VARIANTS[name][1]]
+
+
+def plain_rate(python: str, script: Path, args: list[str], seconds: float, warmup_s: float) -> dict[str, Any]:
+    """Iterations/s of the script alone: its progress lines timed as they arrive, after ``warmup_s``."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([python, str(script), *args], cwd=script.parent, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0)
+    procs._LIVE_GROUPS.add(proc.pid)
+    marks: list[tuple[float, int]] = []
+    started = time.monotonic()
+    tail: list[bytes] = []
+    watchdog = threading.Timer(warmup_s + seconds + 60.0, procs.kill_group, (proc.pid, 1.0))  # a hung script
+    watchdog.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            now = time.monotonic() - started
+            tail = (tail + [line])[-5:]
+            m = _PROGRESS.match(line)
+            if m and now >= warmup_s:
+                epoch, i, per_epoch = (int(x) for x in m.groups())
+                marks.append((now, epoch * per_epoch + i))
+            if now > warmup_s + seconds:
+                break
+    finally:
+        watchdog.cancel()
+        procs.kill_group(proc.pid, grace_s=3.0, leader=proc)
+    if len(marks) < 2:
+        return {"it_per_s": None, "log_tail": b"".join(tail).decode(errors="replace")}
+    (t0, i0), (t1, i1) = marks[0], marks[-1]
+    return {"it_per_s": round((i1 - i0) / (t1 - t0), 2), "iterations": i1 - i0, "seconds": round(t1 - t0, 1)}
+
+
+def diagnose(gpudoctor: list[str], python: str, script: Path, args: list[str], duration: float,
+             work: Path, name: str, keep: Path) -> dict[str, Any]:
+    report = work / f"{name}.report.json"
+    log = work / f"{name}.gd.log"
+    report.unlink(missing_ok=True)
+    cmd = [*gpudoctor, "run", "--duration", f"{duration:g}", "--format", "json", "-o", str(report),
+           "--no-dashboard", "--fail-on", "critical", "--", python, str(script), *args]
+    res = procs.run_until_report(cmd, script.parent, dict(os.environ, PYTHONUNBUFFERED="1"), report, log,
+                                 timeout_s=duration + 90.0)
+    try:
+        data = json.loads(report.read_text())
+    except (OSError, ValueError) as exc:
+        return {"error": f"no report ({exc})", "log_tail": res.log[-2000:]}
+    kinds = reportread.fix_kind_map(REPO / "rules")
+    out = reportread.read_report(data, kinds, 64)
+    out["raw_findings"] = data.get("findings", [])
+    # keep the profile window's trace (a test input): its path is in the report's notes
+    for found in sorted(set(re.findall(r"/[^\s\"']+\.pt\.trace\.json", report.read_text()))):
+        with contextlib.suppress(OSError):
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"dcgan_{name}.pt.trace.json.gz").write_bytes(gzip.compress(Path(found).read_bytes()))
+            out["trace_kept"] = f"dcgan_{name}.pt.trace.json.gz"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--scripts", type=Path, required=True, help="folder with pytorch_examples/dcgan/main.py")
+    p.add_argument("--seconds", type=float, default=25.0, help="timed seconds per plain run")
+    p.add_argument("--warmup", type=float, default=20.0, help="seconds before timing (compile: +40)")
+    p.add_argument("--duration", type=float, default=45.0, help="gpudoctor run --duration")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
+    p.add_argument("--diagnose", default="as_is,persistent_workers_8,log_every_50",
+                   help="variants also run under gpudoctor")
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    args = p.parse_args(argv)
+    procs.install_cleanup()
+    original = (args.scripts / "pytorch_examples" / "dcgan" / "main.py").read_text()
+    python = sys.executable
+    gpudoctor = [python, "-m", "gpudoctor"]
+    results: dict[str, Any] = {}
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gd_dcgan_") as tmp:
+        work = Path(tmp)
+        for name in [v for v in args.variants.split(",") if v]:
+            script = script_for(work, original, name)
+            warm = args.warmup + (40.0 if name == "compile" else 0.0)
+            rec = plain_rate(python, script, base_args(name, script.parent / "out"), args.seconds, warm)
+            print(f"{time.strftime('%H:%M:%S')} plain {name}: {rec}", flush=True)
+            results[name] = {"plain": rec}
+            if name in args.diagnose.split(","):
+                diag = diagnose(gpudoctor, python, script, base_args(name, script.parent / "out"), args.duration,
+                                work, name, args.out)
+                results[name]["gpudoctor"] = diag
+                for f in diag.get("findings", []):
+                    imp = f.get("impact") or {}
+                    print(f"    {f['severity']:8s} {f['code']} {f['name']}: est {imp.get('est_speedup_low')}"
+                          f"–{imp.get('est_speedup_high')} cost {imp.get('cost_pct_of_step')}%", flush=True)
+                print(f"    agent steps/s {diag.get('steps_per_s')} bound {(diag.get('bottleneck') or {}).get('label')}"
+                      f" data_wait {diag.get('data_wait_pct')} {diag.get('error') or ''}", flush=True)
+    (args.out / "dcgan_validation.json").write_text(json.dumps(results, indent=1))
+    base = (results.get("as_is") or {}).get("plain", {}).get("it_per_s")
+    print("\n| variant | it/s (no tool) | × as is |\n|---|---|---|")
+    for name, rec in results.items():
+        rate = rec["plain"].get("it_per_s")
+        print(f"| {name} | {rate} | {round(rate / base, 2) if rate and base else '-'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
