@@ -49,6 +49,9 @@ NO_CASE: dict[tuple[str, int], str] = {
     ("GD201", 4): _ZOO.format("no_autocast"),
     ("GD202", 1): _ZOO.format("tf32_off") + "; the block reads tf32_matmul and autocast_enabled, new this session",
     ("GD211", 2): "no H200 run recorded since the agent reads weight shapes (this landing); a real CPU loop with a 50257-way head covers it: tests/agent/test_steps.py, tests/live/test_unaligned_weights_live.py",
+    ("GD106", 1): "the agent's worker-start facts are new: no recording of the zoo has them yet "
+                  "(tests/live/test_worker_restarts.py runs the block on a real process; on the H200, "
+                  "bench/results/h200-dcgan/gd106/ holds a DCGAN report it fired in)",
     ("GD301", 3): _ZOO.format("host_sync") + "; host_syncs_per_step from the agent is new this session (issue 13 item 6)",
     ("GD301", 4): _ZOO.format("host_sync"),
     ("GD305", 0): "no recorded run oversubscribed the CPUs; needs a zoo example with more intra-op threads + workers than allowed CPUs",

@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import weakref
+from collections import deque
 from time import perf_counter as _perf
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ MAX_RECOMPILE_TIMES = 64   # recompile timestamps kept for the windowed count
 _EXPLICIT, _OPTIMIZER, _BACKWARD, _NONE = (StepSource.EXPLICIT, StepSource.OPTIMIZER, StepSource.BACKWARD,
                                            StepSource.NONE)
 BATCH_SAMPLE_EVERY = 64
+MAX_LOADER_STARTS = 256  # DataLoader worker starts kept for the windowed count
 
 # torch iterates its global optimizer-hook dict while it calls the hooks; adding or removing an entry
 # from another thread at that moment raises "dictionary changed size during iteration" inside the
@@ -71,6 +73,12 @@ class TorchHooks:
         self._dataloader_cls: Any = None
         self._dataloader_orig: Any = None
         self._dataloader_wrapper: Any = None
+        self._loader_init_patch: tuple[Any, Any, Any] | None = None  # (_MultiProcessingDataLoaderIter, original, wrapper)
+        #: each start of a DataLoader's worker processes: (perf_counter when its first batch came, seconds in
+        #: the iterator's __init__ — forking the workers —, seconds waiting for that first batch)
+        self.loader_starts: deque[tuple[float, float, float]] = deque(maxlen=MAX_LOADER_STARTS)
+        #: each shutdown of those workers at an epoch's end: (perf_counter, seconds in that last __next__)
+        self.loader_stops: deque[tuple[float, float]] = deque(maxlen=MAX_LOADER_STARTS)
         self._dynamo_patches: list[tuple[Any, str, Any, Any]] = []  # (owner, attr, original, wrapper)
         self._compile_patch: tuple[Any, Any, Any] | None = None      # (torch, original, wrapper)
         self._autocast_handle: Any = None
@@ -152,13 +160,21 @@ class TorchHooks:
         hooks_ref = weakref.ref(self)
 
         def __next__(it: Any) -> Any:
+            started_s = getattr(it, "_gpudoctor_started_s", None)  # the first batch of freshly started workers
             start = _perf()
             try:
                 batch = original(it)
+            except StopIteration:  # the epoch's end: a loader without persistent workers shuts them down here
+                hooks = hooks_ref()
+                if hooks is not None and getattr(it, "_gpudoctor_forked", False):
+                    hooks._loader_stopped(_perf() - start)
+                raise
             finally:
                 hooks = hooks_ref()
                 if hooks is not None:
                     hooks._add_data_wait(_perf() - start)
+                    if started_s is not None:
+                        hooks._loader_started(it, started_s, _perf() - start)
             if hooks is not None:
                 hooks._count_batch(it, batch)
             return batch
@@ -167,6 +183,47 @@ class TorchHooks:
         cls.__next__ = __next__
         self._dataloader_cls, self._dataloader_orig, self._dataloader_wrapper = cls, original, __next__
         self.dataloader_hooked = True
+        self._hook_worker_starts(dl)
+
+    def _hook_worker_starts(self, dl: Any) -> None:
+        """Time each ``_MultiProcessingDataLoaderIter.__init__``: it forks the workers, which a loader
+        without ``persistent_workers`` does again at every ``iter(loader)`` — every epoch."""
+        cls = getattr(dl, "_MultiProcessingDataLoaderIter", None)
+        original = cls.__dict__.get("__init__") if cls is not None else None
+        if original is None or getattr(original, "__gpudoctor_wrapper__", False):
+            return
+        hooks_ref = weakref.ref(self)
+
+        def __init__(it: Any, *args: Any, **kwargs: Any) -> None:
+            start = _perf()
+            original(it, *args, **kwargs)
+            try:
+                hooks = hooks_ref()
+                if hooks is not None and hooks._live_agent() is not None:
+                    it._gpudoctor_started_s = _perf() - start
+                    it._gpudoctor_forked = not getattr(it, "_persistent_workers", False)
+            except Exception:
+                pass
+
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]
+        __init__.__gpudoctor_wrapper__ = True  # type: ignore[attr-defined]
+        setattr(cls, "__init__", __init__)  # noqa: B010 (mypy: assigning __init__ on a class object)
+        self._loader_init_patch = (cls, original, __init__)
+
+    def _loader_stopped(self, seconds: float) -> None:
+        try:
+            if self._live_agent() is not None:
+                self.loader_stops.append((_perf(), seconds))
+        except Exception:
+            pass
+
+    def _loader_started(self, it: Any, init_s: float, first_wait_s: float) -> None:
+        try:
+            it._gpudoctor_started_s = None
+            if self._live_agent() is not None:
+                self.loader_starts.append((_perf(), init_s, first_wait_s))
+        except Exception:
+            pass
 
     def waiting_for_torch(self) -> bool:
         """True while torch is being imported and the step hook is not in yet (tick fast then)."""
@@ -228,6 +285,11 @@ class TorchHooks:
             if self._dataloader_cls is not None and self._dataloader_cls.__dict__.get("__next__") is self._dataloader_wrapper:
                 self._dataloader_cls.__next__ = self._dataloader_orig
             self._dataloader_cls = None
+            if self._loader_init_patch is not None:
+                cls, original, wrapper = self._loader_init_patch
+                if cls.__dict__.get("__init__") is wrapper:
+                    setattr(cls, "__init__", original)  # noqa: B010
+                self._loader_init_patch = None
             if self._backward_patch is not None and not keep_step_hook:  # backward may be the step hook
                 autograd, original, wrapper = self._backward_patch
                 if getattr(autograd, "backward", None) is wrapper:

@@ -153,6 +153,12 @@ class StepStats:
     loader_batch_mib: float | None = _doc("one batch as the DataLoader returns it (every 64th batch)", "MiB")
     loader_workers: int | None = _doc("DataLoader workers")
     loader_prefetch_factor: int | None = _doc("batches each worker keeps ready")
+    loader_worker_starts: int | None = _doc("times DataLoader workers were started in the window (each iter() of "
+                                            "a loader without persistent_workers: every epoch)")
+    loader_start_ms_per_step: float | None = _doc("what starting and stopping them cost per step: forking the "
+                                                  "workers, the first batch's wait beyond the median wait, and "
+                                                  "the epoch's last __next__ (shutting them down)", "ms")
+    loader_start_fork_ms_per_step: float | None = _doc("of it, forking the workers (the iterator's __init__)", "ms")
     unaligned_weight_shapes: tuple[str, ...] | None = _doc(
         "shapes (e.g. 50257x768) of the step optimizer's 2-D weights with a dimension >= 1000 that is not a "
         "multiple of 8 (read at the first optimizer step; at most 8)")

@@ -198,6 +198,9 @@ class Agent:
         out.update(self.autocast_seen)
         out.update(self._collective_wait(window_s))
         th = self.torch_hooks
+        if th.dataloader_hooked:
+            out.update(_worker_starts(th.loader_starts, th.loader_stops, now - window_s, recent,
+                                      out.get("data_wait_p50_ms")))
         if th.loader_batch_bytes is not None:
             out.update(loader_batch_mib=th.loader_batch_bytes / 2**20, loader_workers=th.loader_workers,
                        loader_prefetch_factor=th.loader_prefetch_factor)
@@ -263,6 +266,24 @@ def _env_int(name: str) -> int | None:
 def _quantile(sorted_values: list[float], q: float) -> float:
     index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
     return sorted_values[index]
+
+
+def _worker_starts(starts: Any, stops: Any, since: float, recent: list[tuple[float, float, float]],
+                   wait_p50_ms: float | None) -> dict[str, Any]:
+    """DataLoader worker starts in the window, and what starting and stopping them costs per step of it:
+    the iterator's ``__init__`` (forking the workers), the first batch's wait beyond a usual one, and
+    the epoch's last ``__next__`` (which shuts the workers down)."""
+    window = [s for s in list(starts) if s[0] >= since]
+    steps = sum(1 for s in recent if s[0] >= since)
+    out: dict[str, Any] = {"loader_worker_starts": len(window)}
+    if steps >= 3:
+        usual_s = (wait_p50_ms or 0.0) / 1e3
+        fork_s = sum(init for _, init, _ in window)
+        first_s = sum(max(0.0, wait - usual_s) for _, _, wait in window)
+        stop_s = sum(seconds for t, seconds in list(stops) if t >= since)
+        out["loader_start_ms_per_step"] = (fork_s + first_s + stop_s) * 1e3 / steps
+        out["loader_start_fork_ms_per_step"] = fork_s * 1e3 / steps
+    return out
 
 
 def _trend_mib_per_100_steps(points: list[tuple[int, int]]) -> float | None:

@@ -324,6 +324,9 @@ mem_allocated_trend_mib_per_100_steps    live:job                               
 loader_batch_mib                         live:job                                      MiB     agent            one batch as the DataLoader returns it
 loader_workers                           live:job                                      count   agent            the DataLoader's num_workers
 loader_prefetch_factor                   live:job                                      count   agent            the DataLoader's prefetch_factor
+loader_worker_starts                     live:job                                      count   agent            times the DataLoader's workers were started in the window (every iter() without persistent_workers)
+loader_start_ms_per_step                 live:job                                      ms      agent            starting and stopping them per step: fork, the first batch's wait beyond the median, the shutdown at the epoch's end
+loader_start_fork_ms_per_step            live:job                                      ms      agent            of it, forking the workers (the iterator's __init__)
 cuda_in_use                              live:job                                      bool    live.facts       the target uses CUDA
 unaligned_weight_count                   live:job                                      count   live.facts       the step optimizer's 2-D weights with a dimension >= 1000 not a multiple of 8
 unaligned_weight_shapes_text             live:job                                      text    live.facts       their shapes, e.g. 50257x768

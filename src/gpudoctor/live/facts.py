@@ -158,7 +158,8 @@ def step_values(steps: StepStats) -> dict[str, Any]:
                      "cudnn_benchmark", "cuda_mem_allocated_mib", "cuda_mem_reserved_mib", "cuda_mem_peak_mib",
                      "cuda_mem_total_mib", "cuda_alloc_retries", "cuda_ooms",
                      "mem_allocated_trend_mib_per_100_steps", "host_syncs_per_step", "host_sync_ms_per_step",
-                     "h2d_mib_per_step", "h2d_pinned_pct")
+                     "h2d_mib_per_step", "h2d_pinned_pct", "loader_worker_starts", "loader_start_ms_per_step",
+                     "loader_start_fork_ms_per_step")
     }
     values["step_source"] = str(steps.step_source)
     values["graph_break_reasons"] = [f"{reason} ({count}×)" for reason, count in steps.graph_break_reasons[:5]]
