@@ -33,9 +33,11 @@ SHARED_UNITS = {
     "tests/ranks/test_end_to_end.py": "ranks-compute-straggler-attach",
     "tests/ranks/test_spawn_end_to_end.py": "ranks-compute-straggler-attach",
     # the demo test fails on any new input_bound.py process still running after it: the examples
-    # tests start that script too, so they must not run beside it
+    # tests and the tmux dashboard test start that script too, so they must not run beside it (a
+    # CI run flagged the tmux test's job as the demo's)
     "tests/tui/test_tui_demo.py": "runs-input-bound-py",
     "tests/examples/test_examples_run.py": "runs-input-bound-py",
+    "tests/tui/test_tui_tmux.py": "runs-input-bound-py",
 }
 #: Folders whose tests start real training jobs, started first (longest work first balances best).
 FIRST = ("tests/ranks/", "tests/agent/", "tests/live/", "tests/examples/", "tests/tui/")
