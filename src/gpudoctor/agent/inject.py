@@ -30,10 +30,15 @@ from gpudoctor.exitcodes import ExitCode
 PACKAGE_PARENT = str(Path(gpudoctor.__file__).resolve().parent.parent)
 
 # The injected code only starts a thread and returns. hypno runs it from a library constructor, i.e.
-# while the target holds the dynamic loader's lock: importing an extension module (dlopen) from any
-# thread during that time would deadlock, so the real start waits until the injector has returned.
+# while the target holds the dynamic loader's lock and the injector is attached: importing an
+# extension module (dlopen) from any thread during that time would deadlock, so the real start waits
+# until the injector has returned. Nor may the injected code wait for the new thread:
+# ``threading.Thread.start()`` blocks until the thread runs, and once here it did not for 40 s: the
+# snippet waited in ``Thread.start`` on a DataLoader ``QueueFeederThread`` while the loop
+# stood still (a full test run, tests/agent/test_inject.py). ``_thread.start_new_thread`` returns
+# as soon as the thread exists.
 _SNIPPET = """\
-import sys as _gd_sys, threading as _gd_threading, time as _gd_time
+import sys as _gd_sys, _thread as _gd_thread, time as _gd_time
 def _gd_start(path={path!r}, sys=_gd_sys, time=_gd_time):
     time.sleep({delay_s!r})
     added = path not in sys.path
@@ -47,8 +52,8 @@ def _gd_start(path={path!r}, sys=_gd_sys, time=_gd_time):
     finally:
         if added and path in sys.path:
             sys.path.remove(path)
-_gd_threading.Thread(target=_gd_start, name="gpudoctor-inject", daemon=True).start()
-del _gd_sys, _gd_threading, _gd_time, _gd_start
+_gd_thread.start_new_thread(_gd_start, ())
+del _gd_sys, _gd_thread, _gd_time, _gd_start
 """
 INJECT_START_DELAY_S = 0.05
 

@@ -179,7 +179,7 @@ mem_total_mib                            trace:rank                             
 mem_peak_pct                             trace:rank                                    %       trace.metrics    peak reserved memory as a share of the GPU's memory
 gpu_busy_ms_per_step                     trace:rank                                    ms      trace.bottleneck union of GPU kernel/memcpy/memset time per step
 host_floor_ms                            trace:rank                                    ms      trace.bottleneck the step if the GPU were infinitely fast: step − time the host waits for the GPU
-sync_gpu_idle_ms_per_step                trace:rank                                    ms      trace.bottleneck GPU idle per step after host syncs until the next kernel starts
+sync_gpu_idle_ms_per_step                trace:rank                                    ms      trace.bottleneck GPU idle per step after host syncs until the next kernel starts (at most 1 ms each, or the sync's wait)
 input_gpu_idle_ms_per_step               trace:rank                                    ms      trace.bottleneck GPU idle per step while the host loads the next batch
 gpu_idle_ms_per_step                     trace:rank                                    ms      trace.bottleneck GPU idle time per step
 bound                                    trace:rank                                    text    trace.bottleneck what bounds the step: gpu-compute, input, host-overhead, communication, memory
