@@ -20,21 +20,21 @@ unfixed one idles the GPU for every round trip.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from _common import MLP, bf16_autocast, healthy_cuda_defaults, make_parser, report, run_steps, setup
 from torch import nn
 
 
-def main() -> None:
-    parser = make_parser(__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--log-every", type=int, default=100)
-    args = parser.parse_args()
-    device = setup(args, "host_sync")
+def make_step(device: torch.device, variant: str = "planted", log_every: int = 100,
+              batch_size: int | None = None) -> tuple[Callable[[int], None], int]:
+    """The training step and its batch size. ``variant``: ``planted`` (the fault), ``fixed`` (the fix),
+    or ``no_reads`` — the planted per-parameter norms still launched but never read in the step (for
+    bench/gpu/host_sync_probe.py, which measures what the reads cost apart from the launches)."""
     on_cuda = device.type == "cuda"
-    healthy_cuda_defaults(device)
-    batch, features, hidden, layers = (args.batch_size or 8192, 512, 2048, 8) if on_cuda else \
-        (args.batch_size or 64, 128, 256, 4)
+    batch, features, hidden, layers = (batch_size or 8192, 512, 2048, 8) if on_cuda else \
+        (batch_size or 64, 128, 256, 4)
     model = MLP(features, hidden, layers).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
@@ -51,11 +51,17 @@ def main() -> None:
         with bf16_autocast(device):
             loss = loss_fn(model(x), y)
         loss.backward()
-        if args.fix:
+        if variant == "fixed":
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             running += loss.detach()
-            if (i + 1) % args.log_every == 0:
-                logged.append(running.item() / args.log_every)
+            if (i + 1) % log_every == 0:
+                logged.append(running.item() / log_every)
+                running.zero_()
+        elif variant == "no_reads":
+            norms = torch.stack([p.grad.norm() for p in params if p.grad is not None])
+            running += loss.detach()
+            if (i + 1) % log_every == 0:
+                logged.append(float(norms.max().item()) + running.item())
                 running.zero_()
         else:
             for p in params:  # a host round trip per parameter
@@ -64,6 +70,17 @@ def main() -> None:
             logged.append(loss.item())  # and one per step for logging
         optimizer.step()
 
+    return step, batch
+
+
+def main() -> None:
+    parser = make_parser(__doc__.splitlines()[0])
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--log-every", type=int, default=100)
+    args = parser.parse_args()
+    device = setup(args, "host_sync")
+    healthy_cuda_defaults(device)
+    step, batch = make_step(device, "fixed" if args.fix else "planted", args.log_every, args.batch_size)
     result = run_steps(args, device, step)
     report("host_sync", args, device, result, batch_size=batch)
 

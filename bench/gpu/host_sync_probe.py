@@ -29,51 +29,10 @@ import time
 from pathlib import Path
 
 import torch
-from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from _common import MLP, bf16_autocast, healthy_cuda_defaults
-
-
-def make_step(variant: str, device: torch.device):  # type: ignore[no-untyped-def]
-    torch.manual_seed(0)
-    batch, features, hidden, layers = 8192, 512, 2048, 8
-    model = MLP(features, hidden, layers).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-    pool = [(torch.randn(batch, features, device=device), torch.randint(0, 10, (batch,), device=device))
-            for _ in range(4)]
-    params = list(model.parameters())
-    running = torch.zeros((), device=device)
-    logged: list[float] = []
-
-    def step(i: int) -> None:
-        nonlocal running
-        x, y = pool[i % len(pool)]
-        optimizer.zero_grad(set_to_none=True)
-        with bf16_autocast(device):
-            loss = loss_fn(model(x), y)
-        loss.backward()
-        if variant == "unfixed":
-            for p in params:
-                if p.grad is not None and p.grad.norm().item() > 1.0:
-                    p.grad.mul_(1.0 / (p.grad.norm() + 1e-6))
-            logged.append(loss.item())
-        elif variant == "no_reads":
-            norms = torch.stack([p.grad.norm() for p in params if p.grad is not None])
-            running += loss.detach()
-            if (i + 1) % 100 == 0:
-                logged.append(float(norms.max().item()) + running.item())
-                running.zero_()
-        else:
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            running += loss.detach()
-            if (i + 1) % 100 == 0:
-                logged.append(running.item() / 100)
-                running.zero_()
-        optimizer.step()
-
-    return step
+from _common import healthy_cuda_defaults
+from host_sync import make_step
 
 
 def rate(step, seconds: float) -> float:  # type: ignore[no-untyped-def]
@@ -112,7 +71,7 @@ def main() -> int:
     device = torch.device("cuda")
     healthy_cuda_defaults(device)
     variants = ("unfixed", "no_reads", "fixed")
-    steps = {v: make_step(v, device) for v in variants}
+    steps = {v: make_step(device, "planted" if v == "unfixed" else v)[0] for v in variants}
     rates: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
         for v in variants:

@@ -313,8 +313,7 @@ def _host_active(t: EventTable, ctx: Context, loader: Sequence[Interval]) -> tup
         step_merged = _clip(merged, a, b)
         inside += total(step_merged)
         in_loader += intersection_length(step_merged, _clip(loader, a, b))
-        untraced += sum(gap for gap in (high - low for low, high in zip([a, *map(_END, step_merged)],
-                                                                           [*map(_START, step_merged), b]))
+        untraced += sum(gap for gap in (high - low for low, high in _span_minus(a, b, step_merged))
                         if gap >= UNTRACED_HOST_US)
     return inside, in_loader, untraced
 

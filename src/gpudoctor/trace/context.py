@@ -182,18 +182,18 @@ class Context:
         ``cudaStreamSynchronize``: shared/traces/h200/sync_pageable). A call that no op holds
         (``torch.cuda.synchronize()``) waits for its own length.
         """
-        outer = self.outer_aten_ops(t)
-        ts, dur, thread = t.ts, t.dur, t.thread
+        ts, dur = t.ts, t.dur
         out: list[tuple[float, float]] = []
         for i in self.sync_calls:
-            start = ts[i]
-            end = start + dur[i]
-            starts, ops = outer.get(thread[i], ([], []))
-            k = bisect.bisect_right(starts, start) - 1
-            if k >= 0 and start <= ts[ops[k]] + dur[ops[k]]:
-                start = min(start, ts[ops[k]])
-            out.append((start, end))
+            op = self.issuing_op(t, i)
+            out.append((ts[i] if op is None else min(ts[i], ts[op]), ts[i] + dur[i]))
         return out
+
+    def issuing_op(self, t: EventTable, i: int) -> int | None:
+        """The outermost ``aten::`` op on event ``i``'s thread that holds its start, or None."""
+        starts, ops = self.outer_aten_ops(t).get(t.thread[i], ([], []))
+        k = bisect.bisect_right(starts, t.ts[i]) - 1
+        return ops[k] if k >= 0 and t.ts[i] <= t.ts[ops[k]] + t.dur[ops[k]] else None
 
     def kernel_classes(self, t: EventTable) -> dict[int, kn.KernelClass]:
         """What each device event's name says (:class:`~gpudoctor.trace.kernels.KernelClass`), by name id.

@@ -34,7 +34,6 @@ def dataloader_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
 
 def sync_and_copy_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     names = t.names
-    outer = ctx.outer_aten_ops(t)
     syncs = 0
     sync_us = 0.0
     kinds: Counter[str] = Counter()
@@ -44,9 +43,7 @@ def sync_and_copy_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         n = names[t.name[i]]
         if not ctx.in_steps(t.ts[i]):
             continue
-        starts, ops = outer.get(t.thread[i], ([], []))
-        k = bisect.bisect_right(starts, t.ts[i]) - 1
-        op = ops[k] if k >= 0 and t.ts[i] <= t.ts[ops[k]] + t.dur[ops[k]] else None
+        op = ctx.issuing_op(t, i)
         op_name = names[t.name[op]] if op is not None else n
         if op is not None and op_name in ("aten::to", "aten::_to_copy", "aten::copy_") and \
                 _copy_kind_in(t, copies, op) == "HtoD":
