@@ -117,21 +117,27 @@ def burn_cpu_ms(milliseconds: float) -> None:
 
 
 class SyntheticImages(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
-    """Random images and labels with a configurable per-sample CPU cost (the "decode").
+    """Random images and labels with a configurable per-sample CPU cost (the "decode") and wait (the "read").
 
+    ``io_ms_per_sample`` sleeps, like reading from slow network storage: the loop waits for it just the
+    same, but it takes no CPU from the loop, so its share of the step does not depend on the cores.
     Deterministic per index, so the fixed and the unfixed run see the same data.
     """
 
-    def __init__(self, length: int, shape: tuple[int, ...], classes: int, cpu_ms_per_sample: float) -> None:
+    def __init__(self, length: int, shape: tuple[int, ...], classes: int, cpu_ms_per_sample: float,
+                 io_ms_per_sample: float = 0.0) -> None:
         self.length = length
         self.shape = shape
         self.classes = classes
         self.cpu_ms_per_sample = cpu_ms_per_sample
+        self.io_ms_per_sample = io_ms_per_sample
 
     def __len__(self) -> int:
         return self.length
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.io_ms_per_sample > 0:
+            time.sleep(self.io_ms_per_sample / 1000.0)
         if self.cpu_ms_per_sample > 0:
             burn_cpu_ms(self.cpu_ms_per_sample)
         gen = torch.Generator().manual_seed(index)

@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--cpu-ms-per-sample", type=float, default=None,
                         help="CPU cost of building one sample (default: 0.05 on CUDA, 1.5 on CPU)")
+    parser.add_argument("--io-ms-per-sample", type=float, default=0.0,
+                        help="time each sample waits on slow storage (a sleep: no CPU; default 0)")
     parser.add_argument("--workers", type=int, default=None,
                         help="DataLoader workers with --fix (default: min(8, cores - 1))")
     args = parser.parse_args()
@@ -58,7 +60,8 @@ def main() -> None:
     batch_size = args.batch_size or (128 if on_cuda else 32)
     cpu_ms = args.cpu_ms_per_sample if args.cpu_ms_per_sample is not None else (0.05 if on_cuda else 1.5)
     side = 64 if on_cuda else 32
-    dataset = SyntheticImages(length=batch_size * 50, shape=(3, side, side), classes=10, cpu_ms_per_sample=cpu_ms)
+    dataset = SyntheticImages(length=batch_size * 50, shape=(3, side, side), classes=10, cpu_ms_per_sample=cpu_ms,
+                              io_ms_per_sample=args.io_ms_per_sample)
 
     if args.fix:
         workers = args.workers or max(1, min(8, (os.cpu_count() or 2) - 1))

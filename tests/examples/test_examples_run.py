@@ -156,18 +156,19 @@ def test_ddp_straggler_fixed_is_balanced() -> None:
 def test_input_bound_trace_shows_gd102_and_the_fix_removes_it(tmp_path: Path) -> None:
     """End to end on CPU: example → torch.profiler trace → ``gpudoctor analyze`` → ``compare``.
 
-    Independent of machine load: the example's per-sample "decode" burns a fixed *wall-clock* time
-    (``burn_cpu_ms``) while the model's step stretches with load. So the unfixed run gets a large
-    data share (192 ms of decode per batch: ≥ 16% even with a step slowed to 1 s, GD102 fires above
-    10%), and the fix's 4 workers deliver a batch every 48 ms of wall time whatever the load, well
-    ahead of any step (≥ 100 ms here) — with the defaults (1.5 ms, one worker on 2 cores) both
-    margins depended on how busy the machine was.
+    Independent of machine load: each sample waits 3 ms on "slow storage" (a sleep, no CPU), so the
+    unfixed loop waits 96 ms per batch of 32 whatever the load (64% of a step stretched to 155 ms by
+    two busy loops on this 2-core machine, 70% idle), and the fix's 8 workers deliver a batch every
+    12 ms, well ahead of any step (≥ 28 ms here): 0.7% under the same load. The CPU "decode" used
+    before made the fix's spinning workers compete with the loop for the 2 cores: 29.9-35.8% against
+    84-86% in suite runs, the main thread runnable but not running inside ``__next__``.
     """
     dirs = {}
     for fix in (False, True):
         out = tmp_path / ("fixed" if fix else "unfixed")
         proc = _run(["input_bound.py", "--steps", "10", "--device", "cpu", "--profile-dir", str(out),
-                     "--cpu-ms-per-sample", "6"] + (["--fix", "--workers", "4"] if fix else []), timeout_s=240)
+                     "--cpu-ms-per-sample", "0", "--io-ms-per-sample", "3"]
+                    + (["--fix", "--workers", "8"] if fix else []), timeout_s=240)
         assert proc.returncode == 0, proc.stderr[-2000:]
         dirs[fix] = out
     gd102, share = {}, {}
@@ -178,13 +179,9 @@ def test_input_bound_trace_shows_gd102_and_the_fix_removes_it(tmp_path: Path) ->
         gd102[fix] = {f["severity"] for f in report["findings"] if f["code"] == "GD102"}
         share[fix] = report["ranks"][0]["dataloader_pct"]
     assert gd102[False] and share[False] > 40.0
-    # Four spinning workers and the training loop share 2 cores here: a worker descheduled at the wrong
-    # moment stalls an early step (70 ms seen), which in 5 steps can be 10.7% of the step — a true
-    # GD102 warning, in about 1 of 8 runs; with the suite's other worker busy too, 20.7% against the
-    # unfixed run's 81% was seen once, and 29.9% / 32.0% against 83.8% / 85.6% in two of five suite
-    # runs on 2 Dec (the main thread runnable but not running inside __next__ while the workers spin).
-    # The fix must take the wait from most of the step to a fraction: at least 2.5x less.
-    assert share[True] <= share[False] / 2.5 and "critical" not in gd102[True]
+    # A worker process descheduled at the wrong moment can still delay one batch: the fix must take
+    # the wait from most of the step to a small fraction, not necessarily to nothing.
+    assert share[True] <= share[False] / 4 and "critical" not in gd102[True]
     compared = subprocess.run([sys.executable, "-m", "gpudoctor", "compare", str(dirs[False]), str(dirs[True]),
                                "--format", "json", "--threshold", "5"],
                               capture_output=True, text=True, timeout=120, env=_env())
