@@ -143,6 +143,9 @@ class Impact:
     basis: str
     side: str  # "gpu" or "host"
     after: str | None = None  # a rule whose fix must come first for this gain to show (e.g. "GD102")
+    #: a finding listed above whose measured cost overlaps this one's (see catalog/merge.py
+    #: mark_shared_costs): this gain is not in addition to that one's
+    shares_cost_with: str | None = None
 
     @property
     def est_speedup(self) -> float:
@@ -159,13 +162,21 @@ class Impact:
                 gain += f" ({self.cost_pct_of_step:.0f}%)"
         if self.after is not None:
             gain += f" · after the {self.after} fix"
+        if self.shares_cost_with is not None:
+            gain += f" · {self.overlap_text()}"
         return gain
+
+    def overlap_text(self) -> str:
+        """What the user must know when another finding's cost overlaps this one's ('' when none)."""
+        if self.shares_cost_with is None:
+            return ""
+        return f"overlaps {self.shares_cost_with} above: not in addition to its gain; measure again after its fix"
 
     def to_dict(self) -> dict[str, Any]:
         return {"cost_ms_per_step": self.cost_ms_per_step, "cost_pct_of_step": self.cost_pct_of_step,
                 "est_speedup_low": self.est_speedup_low, "est_speedup_high": self.est_speedup_high,
                 "est_speedup": round(self.est_speedup, 3), "basis": self.basis, "side": self.side,
-                "after": self.after}
+                "after": self.after, "shares_cost_with": self.shares_cost_with}
 
 
 @dataclass(frozen=True)
@@ -185,6 +196,7 @@ class Finding:
     impact: Impact | None = None
     impact_note: str = ""  # why there is no impact, when there is none
     also_sources: tuple[Source, ...] = ()  # other sources whose evidence agreed (merged findings)
+    overlaps: tuple[str, ...] = ()  # the rule's ``overlaps``: rules whose cost is partly this one's (catalog)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -142,4 +142,5 @@ def _finding(rule: Rule, when: When, fs: FactSet, env: dict[str, Any], options: 
         timestamp=fs.timestamp,
         impact=verdict.impact,
         impact_note=verdict.note,
+        overlaps=rule.overlaps,
     )

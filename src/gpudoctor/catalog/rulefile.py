@@ -65,6 +65,9 @@ class Rule:
     evidence: tuple[str, ...] = ()
     path: Path | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    #: rules whose measured cost is partly this one's (the same wait, the same kernels, the same fix):
+    #: when both fire, the one listed lower says that its gain is not in addition (catalog/merge.py)
+    overlaps: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -148,7 +151,17 @@ def _parse(text: str, path: Path | None) -> Rule:
         evidence=_names(meta.get("evidence", ()), "evidence"),
         path=path,
         tags=_names(meta.get("tags", ()), "tags"),
+        overlaps=_codes(meta.get("overlaps", ()), code),
     )
+
+
+def _codes(raw: Any, own: str) -> tuple[str, ...]:
+    """The rule codes of ``overlaps``: a list of GD123-style codes, not the rule's own."""
+    codes = _names(raw, "overlaps")
+    for c in codes:
+        if not CODE_RE.match(c) or c == own:
+            raise ValueError(f"overlaps: {c!r} must be another rule's code, like GD123")
+    return codes
 
 
 def _parse_when(raw: dict[str, Any], options: dict[str, Any], impact: ImpactModel | None) -> When:

@@ -70,6 +70,8 @@ def finding_renderable(finding: Finding, sections: dict[str, str] | None) -> Gro
         gain = f"{imp.est_speedup_low:.2f}×" if abs(imp.est_speedup_high - imp.est_speedup_low) < 0.005 \
             else f"{imp.est_speedup_low:.2f}–{imp.est_speedup_high:.2f}×"
         parts.append(Text("Gain: ", style="bold cyan") + Text(f"est. {gain}", style="bold") + Text(share))
+        if imp.shares_cost_with is not None:
+            parts.append(Text(imp.overlap_text(), style="yellow"))
 
     if finding.evidence:
         parts += [Text(""), evidence_table(finding)]
