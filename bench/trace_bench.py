@@ -367,17 +367,15 @@ def big_trace(size_mb: float, hta_python: Path | None, repeat: int = 1) -> list[
     rows = ["| tool | wall | CPU (all threads) | MB/s per CPU-second | goal | peak RSS | RSS / JSON | goal |",
             "|---|---|---|---|---|---|---|---|"]
     print("\n".join(rows), flush=True)
-    labels = {"gpudoctor --jobs 1": ["--jobs", "1"], "gpudoctor (default --jobs)": [], "floor": []}
-    samples: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    analyze = [sys.executable, "-m", "gpudoctor", "analyze", str(path), "--format", "json"]
+    argvs = {"gpudoctor --jobs 1": [*analyze, "--jobs", "1"], "gpudoctor (default --jobs)": analyze,
+             "floor": [sys.executable, "-c", DECODE_FLOOR_SCRIPT, str(path)]}
+    samples: dict[str, list[dict[str, Any]]] = {label: [] for label in argvs}
     for _ in range(repeat):  # interleaved, so that all see the same load; best kept, as for the other traces
-        for label, extra in labels.items():
-            argv = ([sys.executable, "-c", DECODE_FLOOR_SCRIPT, str(path)] if label == "floor" else
-                    [sys.executable, "-m", "gpudoctor", "analyze", str(path), "--format", "json", *extra])
+        for label, argv in argvs.items():
             samples[label].append(run_child(argv))
     runs = {label: best(got) for label, got in samples.items()}
-    for label in labels:
-        if label == "floor":
-            continue
+    for label in ("gpudoctor --jobs 1", "gpudoctor (default --jobs)"):
         gd = runs[label]
         rows.append(f"| {label} | {gd['wall_s']:.1f} s | {gd['cpu_s']:.1f} s (user {gd['user_s']:.1f}, sys "
                     f"{gd['sys_s']:.1f}) | {size / 1e6 / gd['cpu_s']:.0f} | ≥ 200 "
