@@ -67,8 +67,12 @@ CHUNK_BYTES = 1024 * 1024
 HEADER_BYTES = 4 * 1024 * 1024
 #: A trace with at least this much JSON is decoded by two processes (one per half) when it is the
 #: only file read and a second core is there (``processes=2``): below it the fork and the merge cost
-#: about what the second core saves (bench/README.md, "One trace on two cores").
-PARALLEL_MIN_BYTES = 8 * 1024 * 1024
+#: about what the second core saves, the parent setting up the rules on that core meanwhile
+#: (bench/split_threshold.py, bench/README.md "Where one trace starts to gain from a second decoder",
+#: 3 Dec 2026: one decoder faster on nccl_parser_config's 9.8 MB, median 0.159 against 0.185 s; the two
+#: within ±3% of each other from 25.8 to 34.8 MB, where the split costs 10-20% more CPU; two faster
+#: on df_index_resolver's 53.7 MB, 0.321 against 0.364 s).
+PARALLEL_MIN_BYTES = 30 * 1024 * 1024
 #: A ``.json.gz`` trace is split up to this much JSON (the child decoding its second half holds all of
 #: it inflated: :class:`~gpudoctor.trace.split.GzipHalf`); a larger one is read by one process.
 IN_MEMORY_MAX_BYTES = 512 * 1024 * 1024

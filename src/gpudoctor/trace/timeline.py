@@ -111,11 +111,21 @@ def sync_idle(waits: Iterable[Interval], busy_starts: Sequence[float], until: fl
     return merge(out)
 
 
+#: Events per block of a column-wide computation: the block's Python floats are freed before the
+#: next block's are made, so their memory is reused instead of growing the process by ~32 bytes per
+#: event (end_times over the 2.6 M events of the 1.1 GB synthetic trace: 25 k page faults and
+#: ~0.1 CPU-s of the kernel's time in one list, none in blocks).
+BLOCK_EVENTS = 1 << 16
+
+
 def end_times(t: EventTable) -> array:
     """Every event's end (``ts + dur``, the same float as computing it per event), once per table."""
     cached = t.cache.get("end")
     if cached is None:
-        cached = t.cache["end"] = array("d", doubles([a + d for a, d in zip(t.ts, t.dur)]))
+        ts, dur = t.ts, t.dur
+        cached = t.cache["end"] = array("d")
+        for at in range(0, len(ts), BLOCK_EVENTS):
+            cached.frombytes(doubles([a + d for a, d in zip(ts[at:at + BLOCK_EVENTS], dur[at:at + BLOCK_EVENTS])]))
     return cached
 
 
