@@ -406,6 +406,9 @@ file_reduces_tensors                     static:python.process_group            
 reader                                   static:python.whole_dataset_load              text    static.pyextra   the function reading the whole dataset
 use_reentrant                            static:python.checkpoint                      text    static.pyextra   checkpoint use_reentrant as written
 layer                                    static:python.conv_layer,python.conv_bias_bn  text    static.python    the layer
+module                                   static:python.cudagraph_reuse                 text    static.cudagraphs the CUDA-graph compiled module (or function) as written
+calls                                    static:python.cudagraph_reuse                 count   static.cudagraphs how many times one loop iteration (or step function) calls it
+mode                                     static:python.cudagraph_reuse                 text    static.cudagraphs the torch.compile mode (reduce-overhead / max-autotune)
 # --- static: deployment files ---
 image                                    static:docker.base_image                      text    static.deploy    base image as written
 repo                                     static:docker.base_image                      text    static.deploy    image repository
