@@ -47,6 +47,7 @@ from gpudoctor.live.samples import (
     StackSample,
 )
 from gpudoctor.live.shm import ShmCollector
+from gpudoctor.live.warmup import WarmUpGate
 from gpudoctor.model import Finding, NotEvaluated, Source
 
 log = logging.getLogger("gpudoctor.live.session")
@@ -60,9 +61,8 @@ AGENT_BUSY_PCT = 20.0
 STEP_SAMPLES_MAX = 2000
 #: Agent polls (one a second) kept to count the steps of an evaluation window.
 STEP_TOTALS_MAX = 600
-#: The automatic profile window waits for this many steps in the agent's window (a warmed-up loop) …
-AUTO_PROFILE_MIN_STEPS = 3
-#: … and the agent ends it after this long whatever the loop does (CUPTI is torn down after it).
+#: The automatic profile window waits for a warmed-up loop (:class:`~gpudoctor.live.warmup.WarmUpGate`),
+#: and the agent ends it after this long whatever the loop does (CUPTI is torn down after it).
 AUTO_PROFILE_TIMEOUT_S = 30.0
 
 
@@ -123,6 +123,7 @@ class LiveSession:
         self._profile_busy_at: float | None = None      # last poll that found a profile window running
         self._auto_profile_steps = auto_profile_steps
         self._auto_profile_asked = False
+        self._warm_up = WarmUpGate()
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> LiveSession:
@@ -281,12 +282,15 @@ class LiveSession:
             return
         steps = self._agent.steps
         state = self._agent.state().profile_state
-        if steps is None or steps.window_steps < AUTO_PROFILE_MIN_STEPS or (state is not None and not state.over):
+        if steps is None or (state is not None and not state.over):
+            return
+        if not self._warm_up.ready(steps.steps_total, steps.window_steps, steps.unique_graphs, time.monotonic()):
             return
         self._auto_profile_asked = True
         said = self.profile(self._auto_profile_steps, timeout_s=AUTO_PROFILE_TIMEOUT_S)
+        late = f" ({self._warm_up.reason})" if self._warm_up.reason else ""
         self._note("auto-profile", f"automatic {self._auto_profile_steps}-step profile window (--no-auto-profile "
-                                   f"turns it off): {said}")
+                                   f"turns it off){late}: {said}")
 
     def _keep_step_samples(self) -> None:
         """Keep the step times the agent reported since the previous poll (``recent_step_times_ms``,
