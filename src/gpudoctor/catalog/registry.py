@@ -50,7 +50,8 @@ _TABLE = """
 # name                                   where                                         unit    producer         doc
 # --- trace, one fact set per rank trace (gpudoctor.trace.metrics and friends) ---
 trace_events                             trace:rank                                    count   trace.metrics    events kept from the trace file
-step_count                               trace:rank                                    count   trace.metrics    ProfilerStep#N annotations in the trace
+step_count                               trace:rank                                    count   trace.metrics    ProfilerStep#N annotations in the trace that the metrics use (leading CUDA-graph recording steps left out)
+cuda_graph_recording_steps_left_out      trace:rank                                    count   trace.metrics    leading profiled steps that recorded CUDA graphs, left out of the step metrics (0 when fewer than 2 steps would remain)
 has_steps                                trace:rank                                    bool    trace.metrics    whether the trace has ProfilerStep#N boundaries
 step_time_p50_ms                         trace:rank,straggler                          ms      trace.metrics    median step time over the profiled steps
 step_time_max_ms                         trace:rank                                    ms      trace.metrics    longest profiled step

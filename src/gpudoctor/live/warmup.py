@@ -1,16 +1,18 @@
 """When a training loop has warmed up enough for the automatic profile window.
 
 Why this exists: the window profiles a few steps and every trace rule judges them, so steps that
-are still compiling or recording CUDA graphs make the step look slow for reasons that go away by
-themselves. On the H200, pytorch/examples DCGAN under ``torch.compile(mode="reduce-overhead")`` got
-its window after 3 steps: the first two profiled steps took 169.6 and 43.5 ms while graphs were
-recorded, the next three 8.7–11.1 ms, so the window's mean step (48.6 ms) and the launch and sync
-costs judged on it overstated the steady loop (bench/results/h200-dcgan/compile_repeat/).
+are still compiling make the step look slow for reasons that go away by themselves.
+
+Not enough on its own: on the H200, pytorch/examples DCGAN under ``torch.compile(mode="reduce-overhead")``
+still had CUDA graphs recorded in the window's first two steps with this gate (191.6 and 55.4 ms against
+11.0–13.2 ms after; no Dynamo compile in the window: bench/results/h200-dcgan/warmup_gate/), perhaps
+because starting the profiler makes the graphs record again (not tested). The trace side therefore
+leaves leading recording steps out (:func:`gpudoctor.trace.timeline.graph_recording_steps`).
 
 The rule here: a loop without torch.compile is ready after :data:`MIN_STEPS` steps (as before). With
 compiled graphs (the agent's ``unique_graphs`` > 0) it is ready :data:`STEPS_AFTER_COMPILE` steps
-after the graph count last changed — the backward graph, CUDA-graph warm-up and recording take the
-first few calls after each compile — or, when it keeps compiling, :data:`MAX_WAIT_S` after the
+after the graph count last changed (the backward graph and CUDA-graph warm-up take the first few
+calls after each compile), or, when it keeps compiling, :data:`MAX_WAIT_S` after the
 window was first due, so that a loop with changing shapes still gets one.
 
 What it must not do: talk to the agent or read the clock itself (the caller passes ``now``).

@@ -40,6 +40,7 @@ from gpudoctor.trace.steps import (
 )
 from gpudoctor.trace.timeline import (
     end_times,
+    graph_recording_steps,
     hta_device_events,
     intersection_length,
     merge,
@@ -51,6 +52,9 @@ if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' 
     from gpudoctor.model import FactValue
 
 SMALL_KERNEL_US = 10.0
+#: Steps that must remain after leaving out the leading CUDA-graph recording steps (else all are kept:
+#: a loop that records in most steps is what it is, not warming up).
+MIN_STEADY_STEPS = 2
 LONG_GAP_US = 100_000.0
 #: host-side events during which the rank is blocked in (or running) a collective: the process
 #: group's own annotations (``gloo:all_reduce``, ``nccl:all_reduce`` …), the ``c10d::`` ops
@@ -78,6 +82,16 @@ def compute_rank_metrics(trace: RankTrace, processes: int = 1) -> RankMetrics:
     t = trace.events
     values: dict[str, FactValue] = {"trace_events": len(t)}
     steps = step_spans(t)
+    # Steps that record CUDA graphs are warm-up, not the loop: left out when at least two others remain
+    recording = graph_recording_steps(t, steps)
+    if recording and len(steps) - recording < MIN_STEADY_STEPS:
+        recording = 0
+    values["cuda_graph_recording_steps_left_out"] = recording
+    if recording:
+        trace.notes.append(f"rank {trace.rank}: the first {recording} of {len(steps)} profiled steps recorded CUDA "
+                           f"graphs (cudaGraphInstantiate, CUDAGraphNode.record) and are left out of the step "
+                           f"times, the step picture and the estimates; the other {len(steps) - recording} replay them.")
+        steps = steps[recording:]
     values["step_count"] = len(steps) or None
     values["has_steps"] = bool(steps)
     beside = _Beside.start(trace, steps) if processes >= 2 and len(t) >= BESIDE_MIN_EVENTS else None
