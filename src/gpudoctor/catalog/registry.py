@@ -72,6 +72,7 @@ last_step_dropped                        trace:rank                             
 compute_kernel_ms                        trace:rank                                    ms      trace.metrics    total computation-kernel time in the profiled steps
 kernel_count                             trace:rank                                    count   trace.metrics    GPU kernels in the trace
 kernels_per_step                         trace:rank                                    number  trace.metrics    kernels launched per step
+cuda_graph_launches_per_step             trace:rank                                    number  trace.metrics    CUDA-graph replays (cudaGraphLaunch) per step: torch.compile reduce-overhead / torch.cuda.graphs in use
 kernel_p50_us                            trace:rank                                    us      trace.metrics    median kernel duration
 small_kernel_pct                         trace:rank                                    %       trace.metrics    share of kernels shorter than 10 µs
 launch_delay_p50_us                      trace:rank                                    us      trace.metrics    median delay from cudaLaunchKernel to the kernel's start

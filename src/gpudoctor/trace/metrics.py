@@ -55,6 +55,8 @@ SMALL_KERNEL_US = 10.0
 #: Steps that must remain after leaving out the leading CUDA-graph recording steps (else all are kept:
 #: a loop that records in most steps is what it is, not warming up).
 MIN_STEADY_STEPS = 2
+#: Runtime calls that replay a captured CUDA graph.
+_GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "hipGraphLaunch"})
 LONG_GAP_US = 100_000.0
 #: host-side events during which the rank is blocked in (or running) a collective: the process
 #: group's own annotations (``gloo:all_reduce``, ``nccl:all_reduce`` …), the ``c10d::`` ops
@@ -265,6 +267,9 @@ def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     if ctx.n_steps:
         in_steps = [kind[i] for i in ctx.device_steps(t)].count(K_KERNEL)
         out["kernels_per_step"] = round(in_steps / ctx.n_steps, 1)
+        graph_ids = [i for i, n in enumerate(t.names) if n in _GRAPH_LAUNCHES]
+        replays = sum(1 for i in t.positions_of(graph_ids) if ctx.in_steps(ts[i])) if graph_ids else 0
+        out["cuda_graph_launches_per_step"] = round(replays / ctx.n_steps, 1)
     out.update(_idle_breakdown(t, ctx))
     return out
 
