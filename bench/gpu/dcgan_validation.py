@@ -43,6 +43,13 @@ _PERSISTENT_DROP_LAST = ("num_workers=int(opt.workers))",
 _COMPILE = ("# setup optimizer", "netD = torch.compile(netD)\nnetG = torch.compile(netG)\n# setup optimizer")
 _COMPILE_RO = ("# setup optimizer", "netD = torch.compile(netD, mode=\"reduce-overhead\")\n"
                "netG = torch.compile(netG, mode=\"reduce-overhead\")\n# setup optimizer")
+#: GD303's advice when the step already replays CUDA graphs: compile what runs outside them, here both
+#: optimizer steps (the torch.compile optimizer recipe: a compiled function that calls step())
+_COMPILE_OPT = ("optimizerG = optim.Adam(netG.parameters(), lr=opt.lr, betas=(opt.beta1, 0.999))\n",
+                "optimizerG = optim.Adam(netG.parameters(), lr=opt.lr, betas=(opt.beta1, 0.999))\n"
+                "@torch.compile(fullgraph=False)\ndef _step_d():\n    optimizerD.step()\n"
+                "@torch.compile(fullgraph=False)\ndef _step_g():\n    optimizerG.step()\n")
+_CALL_OPT = [("        optimizerD.step()\n", "        _step_d()\n"), ("        optimizerG.step()\n", "        _step_g()\n")]
 _MARK_STEP = ("    for i, data in enumerate(dataloader, 0):\n",
               "    for i, data in enumerate(dataloader, 0):\n        torch.compiler.cudagraph_mark_step_begin()\n")
 
@@ -81,6 +88,9 @@ VARIANTS: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
     # netD runs three times per iteration: if the graphs' outputs are overwritten by a later replay,
     # marking each iteration's start is what torch's error message asks for
     "persistent_workers_8_compile_ro_mark_step": ([_PERSISTENT, _COMPILE_RO, _MARK_STEP], ["--workers", "8"]),
+    # GD303 on that variant (8 graph replays per step): the gaps are outside the graphs, so compile the optimizer steps
+    "persistent_workers_8_compile_ro_mark_step_opt": ([_PERSISTENT, _COMPILE_RO, _MARK_STEP, _COMPILE_OPT, *_CALL_OPT],
+                                                      ["--workers", "8"]),
 }
 
 
