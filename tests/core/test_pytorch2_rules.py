@@ -9,7 +9,7 @@ from gpudoctor.catalog import load_catalog
 #: code → per [[when]] block (source, scope, impact side), in file order
 EXPECTED = {
     "GD403": [("trace", "rank", "gpu"), ("live", "job", "none"), ("static", "python.training_loop", "none")],
-    "GD303": [("trace", "rank", "host"), ("trace", "rank", "host"), ("trace", "rank", "host")],
+    "GD303": [("trace", "rank", "none"), ("trace", "rank", "host"), ("trace", "rank", "host")],
     "GD402": [("trace", "rank", "host"), ("trace", "rank", "none"), ("live", "job", "none"), ("live", "job", "none")],
     "GD210": [("trace", "rank", "none"), ("trace", "rank", "gpu")],
     "GD211": [("trace", "rank", "gpu"), ("static", "python.unaligned_dim", "none"),
@@ -21,7 +21,7 @@ SAVING_OPTIONS = {"GD403": ["norm_saving_low", "norm_saving_high", "pointwise_sa
                             "weight_cast_saving_low", "weight_cast_saving_high", "layout_saving_low",
                             "layout_saving_high", "padding_saving_low", "padding_saving_high", "fused_launch_share"],
                   "GD211": ["padding_saving_low", "padding_saving_high"],
-                  "GD303": ["fusion_gap_saving_low", "fusion_gap_saving_high"],  # the first block: graphs already replayed
+                  "GD303": ["graph_saving_low", "graph_saving_high"],
                   "GD402": ["recompile_saving_low", "recompile_saving_high"],
                   "GD210": ["cast_saving_low", "cast_saving_high"]}
 
