@@ -37,57 +37,59 @@ _SCOPES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionD
 
 def cudagraph_reuse_sites(tree: ast.Module, names: pn.Names) -> list[Site]:
     """Sites ``python.cudagraph_reuse`` (facts: ``module``, ``calls``, ``mode``) of one parsed file."""
-    if any(_is_mark_step(node, names) for node in ast.walk(tree)):
-        return []
-    compiled = _compiled_names(tree, names)
+    compiled: dict[str, str] = {}  # dotted name → the CUDA-graph compile mode it was compiled with
+    scopes: list[ast.AST] = []
+    for node in ast.walk(tree):  # one walk: the mark, the compiled names, the loops and functions
+        if _is_mark_step(node, names):
+            return []
+        _note_compiled(node, names, compiled)
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)):
+            scopes.append(node)
     if not compiled:
         return []
     sites: list[Site] = []
-    for scope in ast.walk(tree):
-        if isinstance(scope, (ast.For, ast.AsyncFor, ast.While)) or (
-                isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and _calls_backward(scope)):
-            own = sorted(_own_calls(scope), key=_position)
-            backwards = [c for c in own if _is_backward(c)]
-            # calls after the iteration's last backward() are left out: no backward of this iteration
-            # reads their outputs (DCGAN's netG(fixed_noise), dumped as an image at once). A backward
-            # between two calls does not make them safe: DCGAN's three netD calls have one after each.
-            last = _position(backwards[-1]) if backwards else (1 << 62, 0)
-            calls: dict[str, list[ast.Call]] = {}
-            for call in own:
-                callee = _dotted(call.func)
-                if callee in compiled and _position(call) < last:
-                    calls.setdefault(callee, []).append(call)
-            for callee, found in calls.items():
-                if len(found) >= 2:
-                    second = found[1]
-                    sites.append(Site("python.cudagraph_reuse", second.lineno, second.col_offset + 1,
-                                      {"module": callee, "calls": len(found), "mode": compiled[callee],
-                                       "call": pn.short(second, 50)}))
+    for scope in scopes:
+        own = sorted(_own_calls(scope), key=_position)
+        backwards = [c for c in own if _is_backward(c)]
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and not backwards:
+            continue  # a function is judged as a step only when it runs backward()
+        # calls after the iteration's last backward() are left out: no backward of this iteration
+        # reads their outputs (DCGAN's netG(fixed_noise), dumped as an image at once). A backward
+        # between two calls does not make them safe: DCGAN's three netD calls have one after each.
+        last = _position(backwards[-1]) if backwards else (1 << 62, 0)
+        calls: dict[str, list[ast.Call]] = {}
+        for call in own:
+            callee = _dotted(call.func)
+            if callee in compiled and _position(call) < last:
+                calls.setdefault(callee, []).append(call)
+        for callee, found in calls.items():
+            if len(found) >= 2:
+                second = found[1]
+                sites.append(Site("python.cudagraph_reuse", second.lineno, second.col_offset + 1,
+                                  {"module": callee, "calls": len(found), "mode": compiled[callee],
+                                   "call": pn.short(second, 50)}))
     sites.sort(key=lambda s: (s.line, s.col))
     return sites
 
 
-def _compiled_names(tree: ast.Module, names: pn.Names) -> dict[str, str]:
-    """Dotted name → the CUDA-graph compile mode it was compiled with."""
-    out: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
-            target = _dotted(node.targets[0])
-            mode = _graph_mode(node.value)
-            if target and mode and names.is_one_of(names.qualname(node.value.func), _COMPILE):
-                out[target] = mode
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile":
-            receiver = _dotted(node.func.value)
-            mode = _graph_mode(node)
-            if receiver and mode and not node.args and names.qualname(node.func) not in _COMPILE:
-                out[receiver] = mode  # nn.Module.compile(mode=...): compiles in place
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for deco in node.decorator_list:
-                if isinstance(deco, ast.Call) and names.is_one_of(names.qualname(deco.func), _COMPILE):
-                    mode = _graph_mode(deco)
-                    if mode:
-                        out[node.name] = mode
-    return out
+def _note_compiled(node: ast.AST, names: pn.Names, out: dict[str, str]) -> None:
+    """Record the name ``node`` binds to a CUDA-graph compiled module or function, if it binds one."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
+        target = _dotted(node.targets[0])
+        mode = _graph_mode(node.value)
+        if target and mode and names.is_one_of(names.qualname(node.value.func), _COMPILE):
+            out[target] = mode
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile":
+        receiver = _dotted(node.func.value)
+        mode = _graph_mode(node)
+        if receiver and mode and not node.args and names.qualname(node.func) not in _COMPILE:
+            out[receiver] = mode  # nn.Module.compile(mode=...): compiles in place
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for deco in node.decorator_list:
+            if isinstance(deco, ast.Call) and names.is_one_of(names.qualname(deco.func), _COMPILE):
+                mode = _graph_mode(deco)
+                if mode:
+                    out[node.name] = mode
 
 
 def _graph_mode(call: ast.Call) -> str | None:
@@ -97,22 +99,13 @@ def _graph_mode(call: ast.Call) -> str | None:
 
 def _dotted(node: ast.AST) -> str | None:
     """``netD`` / ``self.model`` as written; None for anything else."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
+    parts = pn.dotted_parts(node)
+    return ".".join(parts) if parts else None
 
 
 def _own_calls(scope: ast.AST) -> Iterator[ast.Call]:
     """The calls in ``scope``'s body, not in the nested loops, functions or classes (judged on their own)."""
-    todo: list[ast.AST] = []
-    body = scope.body if isinstance(scope, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
-                                            ast.AsyncFunctionDef)) else []
-    todo.extend(body)
+    todo: list[ast.AST] = list(getattr(scope, "body", []))
     while todo:
         node = todo.pop()
         if isinstance(node, _SCOPES):
@@ -128,10 +121,6 @@ def _position(node: ast.AST) -> tuple[int, int]:
 
 def _is_backward(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "backward"
-
-
-def _calls_backward(fn: ast.AST) -> bool:
-    return any(_is_backward(c) for c in _own_calls(fn))
 
 
 def _is_mark_step(node: ast.AST, names: pn.Names) -> bool:

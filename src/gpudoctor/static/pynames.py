@@ -92,14 +92,11 @@ class Names:
 
     def qualname(self, node: ast.AST) -> str | None:
         """``t.nn.Conv2d`` → ``torch.nn.Conv2d``; None for anything that is not a dotted name."""
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
+        parts = dotted_parts(node)
+        if parts is None:
             return None
-        parts.append(self.aliases.get(node.id, node.id))
-        return normalize(".".join(reversed(parts)))
+        parts[0] = self.aliases.get(parts[0], parts[0])
+        return normalize(".".join(parts))
 
     def matches(self, node: ast.AST, names: frozenset[str]) -> bool:
         """Whether ``node`` names one of ``names`` (a bare, unimported last part matches too)."""
@@ -124,6 +121,20 @@ def _last_parts(names: frozenset[str]) -> frozenset[str]:
     if cached is None:
         cached = _LAST_PARTS[names] = frozenset(n.rsplit(".", 1)[-1] for n in names)
     return cached
+
+
+def dotted_parts(node: ast.AST) -> list[str] | None:
+    """``self.model`` → ``["self", "model"]`` as written (no alias resolved); None for anything that is
+    not a name or a chain of attributes on one."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    parts.reverse()
+    return parts
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:
