@@ -53,3 +53,37 @@ def test_the_gate_follows_the_table_size_and_the_override(monkeypatch: pytest.Mo
     monkeypatch.setenv(vectorized.MODE_ENV, "never")
     monkeypatch.setattr(vectorized, "NUMPY_MIN_EVENTS", 0)
     assert vectorized.numpy_for(table) is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_median_is_the_quantiles_median(seed: int) -> None:
+    from gpudoctor.quantiles import median
+
+    rng = random.Random(seed)
+    values = [rng.choice([rng.uniform(0, 100), float(rng.randrange(5))]) for _ in range(rng.choice([1, 2, 3, 10, 501]))]
+    got = vectorized.median(np.array(values))
+    assert got == median(values) and type(got) is float
+    with pytest.raises(ValueError):
+        vectorized.median(np.array([]))
+
+
+def test_kind_positions_are_the_events_of_those_kinds() -> None:
+    from gpudoctor.trace.events import EventTable
+
+    table = EventTable(kind=bytearray([4, 1, 6, 4, 9, 5]))
+    assert vectorized.kind_positions(table, (4, 5, 6)).tolist() == [0, 2, 3, 5]
+    assert vectorized.kind_positions(table, (4,)).tolist() == [0, 3]
+    assert vectorized.kind_positions(EventTable(), (4,)).tolist() == []
+
+
+def test_name_positions_are_positions_of() -> None:
+    from gpudoctor.trace.events import EventTable
+
+    names = [f"n{k}" for k in range(300)]  # more than 256 names: positions_of's slow branch for > 16 ids
+    table = EventTable(names=names)
+    rng = random.Random(3)
+    for _ in range(2000):
+        table.name.append(rng.randrange(len(names)))
+        table.kind.append(1)
+    for ids in ([], [5], list(range(0, 300, 7)), list(range(40))):
+        assert vectorized.name_positions(table, ids).tolist() == table.positions_of(ids)

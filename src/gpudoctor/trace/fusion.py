@@ -23,12 +23,14 @@ import bisect
 import operator
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.trace import kernels as kn
+from gpudoctor.trace import vectorized
 from gpudoctor.trace.context import Context, pct
 from gpudoctor.trace.events import K_KERNEL, EventTable
 from gpudoctor.trace.timeline import end_times
+from gpudoctor.trace.vectorized import Floats, Ints, numpy_for
 
 if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
     from gpudoctor.model import FactValue
@@ -53,6 +55,9 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     n = ctx.n_steps
     if not n:
         return out
+    np = numpy_for(t)
+    if np is not None:
+        return _fusion_metrics_np(np, t, ctx, out)
     in_optimizer, optimizer_starts, optimizer_ends = _optimizer_spans(t, ctx)
     bisect_right = bisect.bisect_right
     cast_parent = _CastParents(t, ctx)
@@ -116,6 +121,130 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     return out
 
 
+def _fusion_metrics_np(np: Any, t: EventTable, ctx: Context, out: dict[str, FactValue]) -> dict[str, FactValue]:
+    """The numpy path of :func:`fusion_metrics`: the same sums over arrays of the steps' device events.
+
+    Every sum adds in event order (:func:`.vectorized.ordered_sum`), as the pure loop does.
+    """
+    n = ctx.n_steps
+    col = vectorized.column
+    ts, dur, kind, name, end = col(t, "ts"), col(t, "dur"), col(t, "kind"), col(t, "name"), vectorized.ends(t)
+    step = ctx.device_step_array(t)
+    inside = step >= 0
+    dev, launch, step = ctx.device_array(t)[inside], ctx.device_launch_array(t)[inside], step[inside]
+    keep = ~ctx.class_array(t, "communication")[name[dev]]
+    dev, launch, step = dev[keep], launch[keep], step[keep]
+    d = dur[dev]
+    gpu_us = vectorized.ordered_sum(d)
+    if gpu_us <= 0:
+        return out
+    timeline = (ts[dev], end[dev], end[launch], step)
+    kernel = kind[dev] == K_KERNEL
+    dev, launch, step, d = dev[kernel], launch[kernel], step[kernel], d[kernel]
+    nid = name[dev]
+    launched = ts[launch]
+    triton_us = vectorized.ordered_sum(d[ctx.class_array(t, "compiled")[nid]])
+    facts = sorted(set(_FACT_OF_CLASS.values()))
+    fact_of = np.full(len(t.names), -1, dtype=np.int64)  # per name id: its fusion class's fact, or -1
+    casts = np.zeros(len(t.names), dtype=bool)
+    for i, info in ctx.kernel_classes(t).items():
+        if info.fusion is not None:
+            fact_of[i] = facts.index(_FACT_OF_CLASS[info.fusion])
+            casts[i] = info.fusion == kn.FUSE_CAST
+    fusible = np.flatnonzero(fact_of[nid] >= 0)
+    fusible = fusible[~_in_optimizer_np(np, t, ctx, launch[fusible])]
+    d_f, fact = d[fusible], fact_of[nid[fusible]]
+    fusible_us = vectorized.ordered_sum(d_f)
+    by_fact = {label: vectorized.ordered_sum(d_f[fact == k]) for k, label in enumerate(facts)}
+    cast = casts[nid[fusible]]
+    d_c = d_f[cast]
+    cast_us = vectorized.ordered_sum(d_c)
+    where = _autocast_kinds_np(np, t, ctx, launch[fusible[cast]])
+    autocast = where > 0
+    autocast_us = vectorized.ordered_sum(d_c[autocast])
+    autocast_kernels = int(autocast.sum())
+    grad_cast_kernels = int((where == 2).sum())
+    out.update({
+        "gpu_kernel_ms_per_step": round(gpu_us / 1000.0 / n, 3),
+        "fusible_ms_per_step": round(fusible_us / 1000.0 / n, 3),
+        "fusible_pct_of_gpu": pct(fusible_us, gpu_us),
+        "fusible_kernels_per_step": round(len(fusible) / n, 1),
+        "compiled_kernel_pct_of_gpu": pct(triton_us, gpu_us),
+        "compiled_kernel_ms_per_step": round(triton_us / 1000.0 / n, 3),
+        "cast_ms_per_step": round(cast_us / 1000.0 / n, 3),
+        "autocast_cast_ms_per_step": round(autocast_us / 1000.0 / n, 3),
+        "autocast_cast_kernels_per_step": round(autocast_kernels / n, 1),
+        "autocast_grad_cast_kernels_per_step": round(grad_cast_kernels / n, 1),
+        "autocast_cast_pct_of_gpu": pct(autocast_us, gpu_us),
+    })
+    for fact, value in by_fact.items():
+        out[fact] = round(value / 1000.0 / n, 3)
+    out.update(_launch_gaps_np(np, *timeline, n))
+    out.update(_sequence_facts_np(np, step, launched, nid, n))
+    return out
+
+
+def _in_optimizer_np(np: Any, t: EventTable, ctx: Context, launch: Ints) -> Any:
+    """numpy path of :func:`_optimizer_spans`' test, for many launches at once (bool per launch)."""
+    col = vectorized.column
+    spans = sorted((t.ts[i], t.ts[i] + t.dur[i], t.thread[i])
+                   for i in ctx.host_ops(t, lambda name: name.startswith("Optimizer.step#")))
+    found = np.zeros(len(launch), dtype=bool)
+    if not spans or not len(launch):
+        return found
+    starts, ends, threads = (np.array(v) for v in zip(*spans))
+    when, thread = col(t, "ts")[launch], col(t, "thread")[launch]
+    k = np.searchsorted(starts, when, side="right") - 1
+    left = np.flatnonzero(k >= 0)
+    while len(left):  # nested spans: look back while they cover it (rarely more than one round)
+        at = k[left]
+        covering = ends[at] >= when[left]
+        left, at = left[covering], at[covering]
+        same = threads[at] == thread[left]
+        found[left[same]] = True
+        left = left[~same]
+        k[left] -= 1
+        left = left[k[left] >= 0]
+    return found
+
+
+def _autocast_kinds_np(np: Any, t: EventTable, ctx: Context, launch: Ints) -> Any:
+    """numpy path of :meth:`_CastParents.autocast_kind` for many launches: 1 forward, 2 backward, 0 none."""
+    col = vectorized.column
+    out = np.zeros(len(launch), dtype=np.int8)
+    if not len(launch):
+        return out
+    ts, thread, name = col(t, "ts"), col(t, "thread"), col(t, "name")
+    when, on = ts[launch], thread[launch]
+    copy_ops = np.zeros(len(t.names), dtype=bool)
+    copy_ops[[i for i, n in enumerate(t.names) if n in _COPY_OPS]] = True
+    outer = ctx.outer_aten_arrays(t)
+    for th in np.unique(on).tolist():
+        if th not in outer:
+            continue
+        here = np.flatnonzero(on == th)
+        starts, ops, ends = outer[th]
+        k = np.searchsorted(starts, when[here], side="right") - 1
+        held = k >= 0
+        held[held] = when[here][held] <= ends[k[held]]
+        forward = here[held][~copy_ops[name[ops[k[held]]]]]
+        out[forward] = 1
+    rest = np.flatnonzero(out == 0)
+    if len(rest):
+        spans = _CastParents(t, ctx).backward_spans()
+        for th in np.unique(on[rest]).tolist():
+            items = spans.get(th)
+            if not items:
+                continue
+            here = rest[on[rest] == th]
+            starts, ends = (np.array(v) for v in zip(*items))
+            k = np.searchsorted(starts, when[here], side="right") - 1
+            held = k >= 0
+            held[held] = ends[k[held]] >= when[here][held]
+            out[here[held]] = 2
+    return out
+
+
 def _optimizer_spans(t: EventTable, ctx: Context) -> tuple[Callable[[int], bool], list[float], list[float]]:
     """A predicate: was this runtime launch made inside ``Optimizer.step#…`` on the same thread? With
     the spans' starts and ends (sorted by start): a launch after the end of the last span that starts
@@ -161,7 +290,13 @@ class _CastParents:
         return None
 
     def _in_to_copy_backward(self, thread: int, ts: float) -> bool:
-        if self._backward is None:  # the ToCopyBackward events, found once, only when a cast needs it
+        items = self.backward_spans().get(thread, [])
+        k = bisect.bisect_right(items, (ts, float("inf"))) - 1
+        return k >= 0 and items[k][1] >= ts
+
+    def backward_spans(self) -> dict[int, list[tuple[float, float]]]:
+        """Per host thread, the ``ToCopyBackward`` events' (start, end), sorted (found once, when asked)."""
+        if self._backward is None:
             t = self.t
             ids = {i for i, name in enumerate(t.names) if "ToCopyBackward" in name}
             spans: dict[int, list[tuple[float, float]]] = {}
@@ -172,9 +307,7 @@ class _CastParents:
             for items in spans.values():
                 items.sort()
             self._backward = spans
-        items = self._backward.get(thread, [])
-        k = bisect.bisect_right(items, (ts, float("inf"))) - 1
-        return k >= 0 and items[k][1] >= ts
+        return self._backward
 
 
 def _launch_gaps(events: list[tuple[float, float, float, int]], n: int) -> dict[str, FactValue]:
@@ -198,6 +331,40 @@ def _launch_gaps(events: list[tuple[float, float, float, int]], n: int) -> dict[
             busy_until = end
     return {"launch_gap_ms_per_step": round(sum(per_step) / 1000.0 / n, 3),
             "launch_gaps_per_step": round(sum(gaps) / n, 1)}
+
+
+def _launch_gaps_np(np: Any, start: Floats, end: Floats, launched: Floats, step: Ints,
+                    n: int) -> dict[str, FactValue]:
+    """The numpy path of :func:`_launch_gaps`: the events sorted as tuples sort, the busy-until as a
+    running maximum, the gaps added per step in that order (``bincount`` adds in order)."""
+    if not len(start):
+        return {"launch_gap_ms_per_step": 0.0, "launch_gaps_per_step": 0.0}
+    order = np.argsort(start, kind="stable")
+    ordered = start[order]
+    if (ordered[1:] == ordered[:-1]).any():  # events starting together: the rest of the tuple decides
+        order = np.lexsort((step, launched, end, start))
+    start, end, launched, step = start[order], end[order], launched[order], step[order]
+    busy_until = np.empty(len(end))
+    busy_until[0] = end[0]  # the first event opens no gap (unless it is inverted)
+    np.maximum.accumulate(end[:-1], out=busy_until[1:])
+    gap = start - busy_until
+    counted = (start > busy_until) & (launched > busy_until) & (gap <= LAUNCH_GAP_MAX_US)
+    per_step = np.bincount(step[counted], weights=gap[counted], minlength=n)
+    return {"launch_gap_ms_per_step": round(vectorized.ordered_sum(per_step) / 1000.0 / n, 3),
+            "launch_gaps_per_step": round(int(counted.sum()) / n, 1)}
+
+
+def _sequence_facts_np(np: Any, step: Ints, launched: Floats, nid: Ints, n: int) -> dict[str, FactValue]:
+    """The numpy path of :func:`_sequence_facts`: each step's name ids in launch order (ties by id) as
+    bytes, which are equal exactly when the pure path's tuples are."""
+    if n < 2:
+        return {"kernel_sequence_static": None, "kernel_sequence_match_pct": None}
+    order = np.lexsort((nid, launched, step))
+    ids = np.ascontiguousarray(nid[order], dtype=np.uint32).tobytes()
+    bounds = (np.searchsorted(step[order], np.arange(n + 1)) * 4).tolist()
+    most_common = Counter(ids[a:b] for a, b in zip(bounds, bounds[1:])).most_common(1)[0][1]
+    return {"kernel_sequence_static": most_common == n,
+            "kernel_sequence_match_pct": pct(most_common, n)}
 
 
 def _sequence_facts(sequences: list[list[tuple[float, int]]]) -> dict[str, FactValue]:

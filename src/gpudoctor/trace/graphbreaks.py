@@ -25,8 +25,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from gpudoctor.trace import vectorized
 from gpudoctor.trace.context import Context, pct
 from gpudoctor.trace.events import K_KERNEL, EventTable
 from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, sync_idle
@@ -91,9 +92,14 @@ def graph_break_metrics(t: EventTable, ctx: Context, calls: list[CompiledCall]) 
         out.update({"graph_break_gpu_idle_ms_per_step": 0.0, "graph_break_gpu_idle_pct": 0.0,
                     "graph_break_eager_kernels_per_step": 0.0, "graph_break_eager_kernel_ms_per_step": 0.0})
         return out
-    launches = _launches_by_thread(t, ctx)
     ts, end, kind = t.ts, end_times(t), t.kind
-    busy = merge((ts[i], end[i]) for i in ctx.device if end[i] > ts[i])
+    np = ctx.np
+    if np is not None:  # the two passes over every device event on arrays; the windows' loop as it is
+        launches = _launches_by_thread_np(np, t, ctx)
+        busy = _busy_np(t, ctx)
+    else:
+        launches = _launches_by_thread(t, ctx)
+        busy = merge((ts[i], end[i]) for i in ctx.device if end[i] > ts[i])
     busy_ends = [b for _, b in busy]
     after_sync = sync_idle(ctx.sync_waits(t), [a for a, _ in busy])
     sync_ends = [b for _, b in after_sync]
@@ -188,6 +194,35 @@ def _launches_by_thread(t: EventTable, ctx: Context) -> dict[int, tuple[list[flo
         items.sort()
         out[th] = ([a for a, _ in items], [i for _, i in items])
     return out
+
+
+def _launches_by_thread_np(np: Any, t: EventTable, ctx: Context) -> dict[int, tuple[list[float], list[int]]]:
+    """The numpy path of :func:`_launches_by_thread`: one stable sort by launch time (the device
+    events ascend, so ties stay in index order, as the tuples sort), then one by thread."""
+    col = vectorized.column
+    dev, launch = ctx.device_array(t), ctx.device_launch_array(t)
+    found = launch >= 0
+    dev, launch = dev[found], launch[found]
+    if not len(dev):
+        return {}
+    thread, when = col(t, "thread")[launch], col(t, "ts")[launch]
+    order = np.argsort(when, kind="stable")
+    order = order[np.argsort(thread[order], kind="stable")]
+    thread, when, dev = thread[order], when[order], dev[order]
+    present, first = np.unique(thread, return_index=True)
+    bounds = [*first.tolist(), len(thread)]
+    per = {th: (when[a:b].tolist(), dev[a:b].tolist()) for th, a, b in zip(present.tolist(), bounds, bounds[1:])}
+    seen = np.minimum.reduceat(order, first)  # each thread's first device event: the dict's order
+    return {th: per[th] for th in present[np.argsort(seen)].tolist()}
+
+
+def _busy_np(t: EventTable, ctx: Context) -> list[Interval]:
+    """The numpy path of the device events' busy union (the events with a positive length), as a list."""
+    dev = ctx.device_array(t)
+    start, end = vectorized.column(t, "ts")[dev], vectorized.ends(t)[dev]
+    positive = end > start
+    starts, ends = vectorized.merge(start[positive], end[positive])
+    return list(zip(starts.tolist(), ends.tolist()))
 
 
 def _overlap(spans: list[Interval], ends: list[float], lo: float, hi: float) -> float:

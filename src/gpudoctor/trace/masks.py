@@ -3,8 +3,9 @@
 Why this exists: the metrics select events by several column tests at once (a GPU event has a stream
 and a correlation id; a host op has neither a stream nor a Python kind …). A Python test per event is
 what made those selections slow; a mask is one byte per event made by ``bytes.translate`` of a column's
-bytes, and AND/OR run on the masks as two big integers, so no bytecode runs per event. numpy is not a
-dependency: its import alone costs more than these selections on a typical trace.
+bytes, and AND/OR run on the masks as two big integers, so no bytecode runs per event. numpy's import
+alone costs more than these selections on a typical trace; it serves only tables of ≥ 1 M events
+(:mod:`.vectorized`).
 
 What it must not do: know about event kinds or columns (the table's own mask methods do that).
 """

@@ -8,7 +8,8 @@ numbers), and per ``ProfilerStep#N`` where steps exist. The idle-time split into
 wait is HTA-like but over all streams merged, not HTA's per-stream table. A metric that the trace cannot support is ``None`` (the
 engine then reports "not evaluated"), never 0.
 
-What it must not do: read files, know rule thresholds, or import anything heavy.
+What it must not do: read files, know rule thresholds, or import anything heavy (numpy only through
+:func:`.vectorized.numpy_for`, for a table of ≥ 1 M events).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from gpudoctor.quantiles import median
 from gpudoctor.trace import kernels as kn
+from gpudoctor.trace import vectorized
 from gpudoctor.trace.bottleneck import bottleneck_metrics
-from gpudoctor.trace.comm import hta_type_spans
+from gpudoctor.trace.comm import hta_type_arrays, hta_type_spans
 from gpudoctor.trace.context import HOST_KINDS, Context, pct, rounded
 from gpudoctor.trace.fusion import fusion_metrics
 from gpudoctor.trace.reader import (
@@ -41,12 +43,14 @@ from gpudoctor.trace.steps import (
 from gpudoctor.trace.timeline import (
     end_times,
     graph_recording_steps,
+    hta_device_arrays,
     hta_device_events,
     intersection_length,
     merge,
     step_spans,
     total,
 )
+from gpudoctor.trace.vectorized import Ints, numpy_for
 
 if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
     from gpudoctor.model import FactValue
@@ -180,6 +184,9 @@ class _Beside:
 
 
 def _temporal(t: EventTable) -> dict[str, FactValue]:
+    np = numpy_for(t)
+    if np is not None:
+        return _temporal_np(np, t)
     sel = hta_device_events(t)
     if not sel.index:
         return {}
@@ -211,7 +218,58 @@ def _temporal(t: EventTable) -> dict[str, FactValue]:
     return out
 
 
+def _temporal_np(np: Any, t: EventTable) -> dict[str, FactValue]:
+    """The numpy path of :func:`_temporal`."""
+    sel = hta_device_arrays(np, t)
+    if not len(sel.index):
+        return {}
+    starts, ends = vectorized.merge(sel.start, sel.end)
+    kernel_time = float(ends[-1] - starts[0])
+    if kernel_time <= 0:
+        return {}
+    busy = vectorized.total(starts, ends)
+    by_type = hta_type_arrays(np, t)
+    nothing = (starts[:0], ends[:0])
+    comp = by_type.get(kn.COMPUTATION, nothing)
+    comm = by_type.get(kn.COMMUNICATION, nothing)
+    compute_time = vectorized.total(*comp)
+    idle = kernel_time - busy
+    out: dict[str, FactValue] = {
+        "kernel_time_us": round(kernel_time, 1),
+        "idle_pct": pct(idle, kernel_time),
+        "compute_pct": pct(compute_time, kernel_time),
+        "non_compute_pct": pct(kernel_time - compute_time - idle, kernel_time),
+        "memory_pct": pct(vectorized.total(*by_type.get(kn.MEMORY, nothing)), kernel_time),
+        "last_step_dropped": sel.dropped_last_step,
+    }
+    if len(comm[0]):
+        comm_time = vectorized.total(*comm)
+        out["comm_pct"] = pct(comm_time, kernel_time)
+        out["overlap_pct"] = pct(vectorized.intersection_length(*comm, *comp), comm_time)
+    else:
+        out["comm_pct"] = 0.0
+    return out
+
+
+def _kernel_classes_np(np: Any, t: EventTable, ctx: Context) -> tuple[Any, Any, Any, list[str]]:
+    """Per name id, from ``ctx.kernel_classes``: communication (bool), precision (index into the
+    returned list of precisions, -1 for none), layout transform (bool)."""
+    classes = ctx.kernel_classes(t)
+    comm = np.zeros(len(t.names), dtype=bool)
+    layout = np.zeros(len(t.names), dtype=bool)
+    prec = np.full(len(t.names), -1, dtype=np.int64)
+    precisions = sorted({info.precision for info in classes.values() if info.precision is not None})
+    for nid, info in classes.items():
+        comm[nid], layout[nid] = info.communication, info.layout_transform
+        if info.precision is not None:
+            prec[nid] = precisions.index(info.precision)
+    return comm, prec, layout, precisions
+
+
 def _kernel_mix(t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    np = numpy_for(t)
+    if np is not None:
+        return _kernel_mix_np(np, t, ctx)
     name, dur, kind = t.name, t.dur, t.kind
     classes = ctx.kernel_classes(t)
     compute_us = 0.0
@@ -250,7 +308,44 @@ def _kernel_mix(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     return out
 
 
+def _kernel_mix_np(np: Any, t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    """The numpy path of :func:`_kernel_mix`: each sum over its kernels in event order."""
+    kernels = vectorized.kind_positions(t, (K_KERNEL,))
+    is_comm, prec, layout, precisions = _kernel_classes_np(np, t, ctx)
+    name, dur = vectorized.column(t, "name")[kernels], vectorized.column(t, "dur")[kernels]
+    comm = is_comm[name]
+    compute = ~comm
+    compute_us = vectorized.ordered_sum(dur[compute])
+    if compute_us <= 0:
+        return {}
+    comm_us = vectorized.ordered_sum(dur[comm])
+    precision = np.where(compute, prec[name], -1)
+    layout_us = vectorized.ordered_sum(dur[compute & (precision < 0) & layout[name]])
+    found, first = np.unique(precision[precision >= 0], return_index=True)
+    gemm: dict[str, float] = {}
+    for p in found[np.argsort(first)].tolist():  # the keys in the order the pure loop meets them
+        gemm[precisions[p]] = vectorized.ordered_sum(dur[precision == p])
+    gemm_us = sum(gemm.values())
+    out: dict[str, FactValue] = {
+        "compute_kernel_ms": round(compute_us / 1000.0, 3),
+        "gemm_time_pct": pct(gemm_us, compute_us),
+        "layout_transform_pct": pct(layout_us, compute_us),
+    }
+    if gemm_us > 0:
+        out["gemm_fp32_simt_pct"] = pct(gemm.get(kn.FP32_SIMT, 0.0), gemm_us)
+        out["gemm_tf32_pct"] = pct(gemm.get(kn.TF32, 0.0), gemm_us)
+        out["gemm_lowp_pct"] = pct(gemm.get(kn.LOW_PRECISION, 0.0), gemm_us)
+        out["gemm_unknown_pct"] = pct(gemm.get(kn.UNKNOWN, 0.0), gemm_us)
+    if ctx.n_steps:
+        out["layout_transform_ms_per_step"] = round(layout_us / 1000.0 / ctx.n_steps, 3)
+        out["comm_ms_per_step"] = round(comm_us / 1000.0 / ctx.n_steps, 3)
+    return out
+
+
 def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    np = numpy_for(t)
+    if np is not None:
+        return _launches_np(np, t, ctx)
     kind, ts, dur = t.kind, t.ts, t.dur
     kernels = [i for i in ctx.device if kind[i] == K_KERNEL]
     if not kernels:
@@ -274,8 +369,39 @@ def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     return out
 
 
+def _launches_np(np: Any, t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    """The numpy path of :func:`_launches`."""
+    kernels = vectorized.kind_positions(t, (K_KERNEL,))
+    if not len(kernels):
+        return {}
+    ts = vectorized.column(t, "ts")
+    durs = np.sort(vectorized.column(t, "dur")[kernels])
+    device = ctx.device_array(t)
+    is_kernel = vectorized.column(t, "kind")[device] == K_KERNEL
+    launch = ctx.device_launch_array(t)[is_kernel]
+    launched = launch >= 0
+    delays = ts[kernels[launched]] - ts[launch[launched]]
+    out: dict[str, FactValue] = {
+        "kernel_count": len(kernels),
+        "kernel_p50_us": rounded(vectorized.median(durs)),
+        "small_kernel_pct": pct(int(np.searchsorted(durs, SMALL_KERNEL_US, side="left")), len(durs)),
+        "launch_delay_p50_us": rounded(vectorized.median(delays)) if len(delays) else None,
+    }
+    if ctx.n_steps:
+        in_steps = int(np.count_nonzero(ctx.device_step_array(t)[is_kernel] >= 0))
+        out["kernels_per_step"] = round(in_steps / ctx.n_steps, 1)
+        graph_ids = [i for i, n in enumerate(t.names) if n in _GRAPH_LAUNCHES]
+        replays = sum(1 for i in t.positions_of(graph_ids) if ctx.in_steps(t.ts[i])) if graph_ids else 0
+        out["cuda_graph_launches_per_step"] = round(replays / ctx.n_steps, 1)
+    out.update(_idle_breakdown(t, ctx))
+    return out
+
+
 def _idle_breakdown(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     """HTA-style idle breakdown: a gap is host wait when the next work was launched after it began."""
+    np = numpy_for(t)
+    if np is not None:
+        return _idle_breakdown_np(np, t, ctx)
     ts, end = t.ts, end_times(t)
     order = sorted(ctx.device, key=ts.__getitem__)
     launches = ctx.device_launches(t)
@@ -299,7 +425,33 @@ def _idle_breakdown(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     return {"host_wait_pct": pct(host_wait, idle), "kernel_wait_pct": pct(kernel_wait, idle)}
 
 
+def _idle_breakdown_np(np: Any, t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    """The numpy path of :func:`_idle_breakdown`: the pure loop's ``busy_until`` before each event is
+    the running maximum of the earlier ends; each kind of wait is added in time order."""
+    device = ctx.device_array(t)
+    if not len(device):
+        return {"host_wait_pct": 0.0}
+    ts, end = vectorized.column(t, "ts"), vectorized.ends(t)
+    order = np.argsort(ts[device], kind="stable")
+    events, launch = device[order], ctx.device_launch_array(t)[order]
+    start = ts[events][1:]
+    busy_until = np.maximum.accumulate(end[events])[:-1]
+    waited = start > busy_until
+    gap = (start - busy_until)[waited]
+    launch, busy_until = launch[1:][waited], busy_until[waited]
+    host = launch >= 0
+    host[host] = end[launch[host]] > busy_until[host]
+    host_wait, kernel_wait = vectorized.ordered_sum(gap[host]), vectorized.ordered_sum(gap[~host])
+    idle = host_wait + kernel_wait
+    if idle <= 0:
+        return {"host_wait_pct": 0.0}
+    return {"host_wait_pct": pct(host_wait, idle), "kernel_wait_pct": pct(kernel_wait, idle)}
+
+
 def _gaps(t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    np = numpy_for(t)
+    if np is not None:
+        return _gaps_np(np, t, ctx)
     ts, end = t.ts, end_times(t)
     busy = merge([(ts[i], end[i]) for i in ctx.device])
     if len(busy) < 1:
@@ -308,6 +460,21 @@ def _gaps(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     long_gaps = [g for g in gaps if g > LONG_GAP_US]
     return {
         "max_gpu_gap_ms": round(max(gaps, default=0.0) / 1000.0, 3),
+        "gpu_gaps_over_100ms": len(long_gaps),
+        "gpu_gap_total_ms": round(sum(long_gaps) / 1000.0, 3),
+    }
+
+
+def _gaps_np(np: Any, t: EventTable, ctx: Context) -> dict[str, FactValue]:
+    """The numpy path of :func:`_gaps`."""
+    device = ctx.device_array(t)
+    starts, ends = vectorized.merge(vectorized.column(t, "ts")[device], vectorized.ends(t)[device])
+    if len(starts) < 1:
+        return {}
+    gaps = starts[1:] - ends[:-1]
+    long_gaps = gaps[gaps > LONG_GAP_US].tolist()
+    return {
+        "max_gpu_gap_ms": round((float(gaps.max()) if len(gaps) else 0.0) / 1000.0, 3),
         "gpu_gaps_over_100ms": len(long_gaps),
         "gpu_gap_total_ms": round(sum(long_gaps) / 1000.0, 3),
     }
@@ -336,6 +503,9 @@ def aten_ops_per_step(t: EventTable, ctx: Context) -> list[int]:
     Two ranks of one job that run the same ops the same number of times do the same work; if one
     takes longer, the same work ran slower (CPU contention, a slower GPU) rather than extra work.
     """
+    np = numpy_for(t)
+    if np is not None:
+        return _aten_ops_per_step_np(np, t, ctx)
     counts = [0] * ctx.n_steps
     starts, ends = ctx.step_starts, [b for _, _, b in ctx.steps]
     nexts = [*starts[1:], float("inf")]
@@ -348,6 +518,23 @@ def aten_ops_per_step(t: EventTable, ctx: Context) -> list[int]:
             last = bisect.bisect_right(when, b) if b < nxt else bisect.bisect_left(when, nxt)
             if last > first:
                 counts[k] += last - first
+    return counts
+
+
+def _aten_ops_per_step_np(np: Any, t: EventTable, ctx: Context) -> list[int]:
+    """The numpy path of :func:`aten_ops_per_step`: the threads' ops counted together (a step's
+    count is the sum of its per-thread counts, and each of those is a count of sorted times)."""
+    if not ctx.n_steps:
+        return []
+    ops = [np.array(idx, dtype=np.int64) for idx in ctx.aten_by_thread.values()]
+    if not ops:
+        return [0] * ctx.n_steps
+    when = np.sort(vectorized.column(t, "ts")[np.concatenate(ops)])
+    starts, ends = ctx.step_start_array(), ctx.step_end_array()
+    nexts = np.append(starts[1:], np.inf)
+    first = np.searchsorted(when, starts, side="left")
+    last = np.where(ends < nexts, np.searchsorted(when, ends, side="right"), np.searchsorted(when, nexts, side="left"))
+    counts: list[int] = np.maximum(last - first, 0).tolist()
     return counts
 
 
@@ -387,7 +574,10 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
                     host[k].append((clipped_start, clipped_end))
                     found = True
     comm_ids = _communication_ids(t, ctx)
-    if comm_ids:  # no communication kernel: no device event to look at
+    np = numpy_for(t) if comm_ids else None
+    if np is not None:
+        found = _communication_spans_np(np, t, ctx, comm_ids, device) or found
+    elif comm_ids:  # no communication kernel: no device event to look at
         kind, name, ts, dur, step_of = t.kind, t.name, t.ts, t.dur, ctx.device_steps(t)
         for i in ctx.device:
             if kind[i] != K_KERNEL or name[i] not in comm_ids:
@@ -405,9 +595,33 @@ def outside_collective_steps(t: EventTable, ctx: Context) -> list[tuple[float, f
     return out
 
 
+def _communication_spans_np(np: Any, t: EventTable, ctx: Context, comm_ids: set[int],
+                            device: list[list[tuple[float, float]]]) -> bool:
+    """The numpy path of :func:`outside_collective_steps`' device side: the communication kernels
+    found by arrays, then appended to their steps' lists (in event order); whether there was one."""
+    among, kernels = _communication_kernels_np(np, t, ctx, comm_ids)
+    step = ctx.device_step_array(t)[among]
+    kernels = kernels[step >= 0]
+    begins = vectorized.column(t, "ts")[kernels]
+    finishes = begins + vectorized.column(t, "dur")[kernels]
+    for k, a, b in zip(step[step >= 0].tolist(), begins.tolist(), finishes.tolist()):
+        device[k].append((a, b))
+    return bool(len(kernels))
+
+
 def _communication_ids(t: EventTable, ctx: Context) -> set[int]:
     """Name ids of the device events that are communication kernels (NCCL/RCCL)."""
     return {nid for nid, info in ctx.kernel_classes(t).items() if info.communication}
+
+
+def _communication_kernels_np(np: Any, t: EventTable, ctx: Context, comm_ids: set[int]) -> tuple[Ints, Ints]:
+    """The communication kernels (kernels named one of ``comm_ids``), ascending: their positions
+    among ``ctx.device_array``'s device events, and their event indices."""
+    device = ctx.device_array(t)
+    named = np.zeros(len(t.names), dtype=bool)
+    named[list(comm_ids)] = True
+    k = np.flatnonzero((vectorized.column(t, "kind")[device] == K_KERNEL) & named[vectorized.column(t, "name")[device]])
+    return k, device[k]
 
 
 def _collectives(t: EventTable, ctx: Context) -> dict[str, list[float]]:
@@ -415,11 +629,25 @@ def _collectives(t: EventTable, ctx: Context) -> dict[str, list[float]]:
     comm_ids = _communication_ids(t, ctx)
     if not comm_ids:
         return out
+    np = numpy_for(t)
+    if np is not None:
+        return _collectives_np(np, t, ctx, comm_ids)
     kind, name, names, ts = t.kind, t.name, t.names, t.ts
     for i in ctx.device:
         if kind[i] == K_KERNEL and name[i] in comm_ids:
             out.setdefault(names[name[i]], []).append(ts[i])
     return out
+
+
+def _collectives_np(np: Any, t: EventTable, ctx: Context, comm_ids: set[int]) -> dict[str, list[float]]:
+    """The numpy path of :func:`_collectives`: per name, in the order the names first occur."""
+    _, kernels = _communication_kernels_np(np, t, ctx, comm_ids)
+    name, ts = vectorized.column(t, "name")[kernels], vectorized.column(t, "ts")[kernels]
+    found, first = np.unique(name, return_index=True)
+    ids: dict[str, list[int]] = {}
+    for nid in found[np.argsort(first)].tolist():
+        ids.setdefault(t.names[nid], []).append(nid)
+    return {n: ts[np.isin(name, same)].tolist() for n, same in ids.items()}
 
 
 __all__ = ["K_GPU_ANNOTATION", "RankMetrics", "compute_rank_metrics"]

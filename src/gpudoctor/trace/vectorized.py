@@ -18,6 +18,7 @@ What it must not do: compute a metric, or import numpy at module import time.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.trace.events import EventTable
@@ -77,6 +78,36 @@ def ends(t: EventTable) -> Floats:
     return view
 
 
+def kind_positions(t: EventTable, kinds: tuple[int, ...]) -> Ints:
+    """Indices, ascending, of the events whose kind is one of ``kinds`` (once per table and kind set)."""
+    key = "np:kinds:" + ",".join(map(str, kinds))
+    view = t.cache.get(key)
+    if view is None:
+        import numpy
+
+        table = numpy.zeros(256, dtype=bool)
+        table[list(kinds)] = True
+        view = t.cache[key] = numpy.flatnonzero(table[column(t, "kind")])
+    return view
+
+
+def name_positions(t: EventTable, name_ids: Iterable[int]) -> Ints:
+    """:meth:`~.events.EventTable.positions_of` as an array (not to be written to), once per table and
+    id set: each event's name id looked up in a table of the wanted ids (~6 ms over the 2.6 M events
+    of the 1.1 GB synthetic trace for its 1136 ``ProfilerStep#N`` names, against ~70 ms of
+    ``positions_of``'s membership test per event for more than 16 ids among more than 256 names)."""
+    import numpy
+
+    ids = sorted(set(name_ids))
+    key = f"np:names:{ids}"
+    view = t.cache.get(key)
+    if view is None:
+        wanted = numpy.zeros(len(t.names), dtype=bool)
+        wanted[ids] = True
+        view = t.cache[key] = numpy.flatnonzero(wanted[column(t, "name")]) if ids else numpy.zeros(0, dtype=numpy.int64)
+    return view
+
+
 def merge(starts: Floats, ends: Floats) -> tuple[Floats, Floats]:
     """:func:`.timeline.merge` on arrays: the union's (starts, ends), sorted.
 
@@ -108,6 +139,21 @@ def ordered_sum(values: Floats) -> float:
     if not len(values):
         return 0.0
     return float(numpy.cumsum(values)[-1])
+
+
+def median(values: Floats) -> float:
+    """:func:`gpudoctor.quantiles.median` of an array (the middle item, or ``(a + b) / 2`` of the two
+    middle ones, as Python floats); ValueError when there are none."""
+    import numpy
+
+    n = len(values)
+    if n == 0:
+        raise ValueError("no median for empty data")
+    mid = n // 2
+    data = numpy.partition(values, [mid - 1, mid] if n % 2 == 0 else [mid])
+    if n % 2 == 1:
+        return float(data[mid])
+    return (float(data[mid - 1]) + float(data[mid])) / 2
 
 
 def total(starts: Floats, ends: Floats) -> float:
