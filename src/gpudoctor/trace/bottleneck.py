@@ -35,7 +35,7 @@ from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import Context
 from gpudoctor.trace.events import K_ANNOTATION, K_CPU_OP, K_MEMCPY, K_MEMSET, K_OTHER, K_RUNTIME, EventTable
 from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, sync_idle, total
-from gpudoctor.trace.vectorized import column, kind_positions, numpy_for, ordered_sum
+from gpudoctor.trace.vectorized import column, numpy_for, ordered_sum
 from gpudoctor.trace.vectorized import ends as end_column
 from gpudoctor.trace.vectorized import merge as merge_np
 from gpudoctor.trace.vectorized import total as total_np
@@ -268,7 +268,7 @@ def _partition_np(np: Any, t: EventTable, ctx: Context) -> tuple[dict[str, float
     step_hi = np.array([b for _, _, b in steps], dtype=np.float64)
     ts, end, kind, name = column(t, "ts"), end_column(t), column(t, "kind"), column(t, "name")
     # The device events with a positive length that overlap the steps.
-    dev, launched = _device_np(np, t, ctx)
+    dev, launched = ctx.device_array(t), ctx.device_step_array(t) >= 0  # launched inside a step
     starts, stops = ts[dev], end[dev]
     keep = (stops > starts) & (stops > lo) & (starts < hi)
     sel, starts, stops, launched = dev[keep], starts[keep], stops[keep], launched[keep]
@@ -315,19 +315,6 @@ def _partition_np(np: Any, t: EventTable, ctx: Context) -> tuple[dict[str, float
     parts["idle:host sync"] = ordered_sum(sync_us)
     parts["idle:host/launch"] = ordered_sum(idle - input_idle - sync_us)
     return parts, blocked, alloc, gemm_us, active
-
-
-def _device_np(np: Any, t: EventTable, ctx: Context) -> tuple[Ints, Any]:
-    """The device events (:attr:`Context.device`) as an array, and whether each was launched inside a
-    step (:meth:`Context.device_steps`), from the context's arrays where it has them (no list or dict
-    of 434 k events made: the 1.1 GB synthetic trace), else from its list and dict."""
-    if getattr(ctx, "np", None) is not None and hasattr(ctx, "device_array"):  # its numpy path's arrays
-        return ctx.device_array(t), ctx.device_step_array(t) >= 0
-    dev = np.fromiter(ctx.device, dtype=np.intp, count=len(ctx.device))
-    steps = ctx.device_steps(t)
-    in_step = np.zeros(len(t), dtype=bool)
-    in_step[np.fromiter(steps, dtype=np.intp, count=len(steps))] = True
-    return dev, in_step[dev]
 
 
 def _gemm_us_np(np: Any, t: EventTable, gemm: Ints) -> dict[str, float]:
@@ -749,30 +736,13 @@ def _host_blocked_np(np: Any, t: EventTable, ctx: Context, step_lo: Floats, step
         when = ts[cand]
         k = np.searchsorted(step_lo, when, side="right") - 1
         cand = cand[(k >= 0) & (when <= step_hi[np.maximum(k, 0)])]
-        cand = cand[_last_of_its_id(np, t, cand)]
+        ids, calls = ctx.launch_by_corr_arrays(t)  # kept where launch_by_corr keeps them
+        cand = cand[calls[np.searchsorted(ids, corr[cand])] == cand]
         launches = cand[call[cand] == 1]
         lows = np.concatenate((lows, ts[launches] + LAUNCH_BLOCKED_US))
         highs = np.concatenate((highs, ts[launches] + dur[launches]))
         alloc = ordered_sum(dur[cand[call[cand] == 2]])
     return total_np(*merge_np(lows, highs)), alloc
-
-
-def _last_of_its_id(np: Any, t: EventTable, cand: Ints) -> Any:
-    """Whether each of the runtime calls ``cand`` (with a correlation id) is the last runtime call
-    with its id — the one :attr:`Context.launch_by_corr` keeps. All are when the ids ascend (the
-    usual order); else the calls are sorted by id (stable) to find each id's last."""
-    corr = column(t, "correlation")
-    calls = kind_positions(t, (K_RUNTIME,))
-    calls = calls[corr[calls] >= 0]
-    ids = corr[calls]
-    if not len(cand) or (ids[1:] > ids[:-1]).all():
-        return np.ones(len(cand), dtype=bool)
-    order = np.argsort(ids, kind="stable")
-    ids, calls = ids[order], calls[order]
-    last = np.ones(len(ids), dtype=bool)
-    np.not_equal(ids[1:], ids[:-1], out=last[:-1])
-    ids, calls = ids[last], calls[last]
-    return calls[np.searchsorted(ids, corr[cand])] == cand
 
 
 def rank_bottleneck(values: dict[str, Any], rank: int | None) -> Bottleneck | None:

@@ -189,28 +189,35 @@ class Context:
         """numpy path: :attr:`device` as an int64 array (shared with the other numpy paths, per table)."""
         return vectorized.kind_positions(t, _DEVICE_KINDS)
 
-    def device_launch_array(self, t: EventTable) -> Ints:
-        """numpy path: per device event (aligned with :meth:`device_array`), the index of the runtime
-        call that launched it, or -1 — :meth:`device_launches` as an array, once per table.
-
-        The runtime call of a correlation id is the last one with it, as :attr:`launch_by_corr` keeps
-        it. When the calls' ids ascend (the usual order) they are looked up as they are; else sorted
-        by id (stable), keeping the last call of each id.
-        """
-        cached: Ints | None = t.cache.get("np:device_launch")
+    def launch_by_corr_arrays(self, t: EventTable) -> tuple[Ints, Ints]:
+        """numpy path: :attr:`launch_by_corr` as two aligned arrays, once per table — the correlation
+        ids, ascending, and the runtime call each maps to (the last call with the id, as the dict keeps
+        it). When the calls' ids ascend (the usual order) they are taken as they are; else sorted by
+        id (stable), keeping the last call of each id."""
+        cached: tuple[Ints, Ints] | None = t.cache.get("np:launch_by_corr")
         if cached is None:
             np = self.np
             assert np is not None
-            corr = vectorized.column(t, "correlation")
             calls = self._runtime_calls_np(t)
-            ids = corr[calls]
+            ids = vectorized.column(t, "correlation")[calls]
             if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():
                 order = np.argsort(ids, kind="stable")
                 ids, calls = ids[order], calls[order]
                 last = np.ones(len(ids), dtype=bool)
                 np.not_equal(ids[1:], ids[:-1], out=last[:-1])
                 ids, calls = ids[last], calls[last]
-            wanted = corr[self.device_array(t)]
+            cached = t.cache["np:launch_by_corr"] = (ids, calls)
+        return cached
+
+    def device_launch_array(self, t: EventTable) -> Ints:
+        """numpy path: per device event (aligned with :meth:`device_array`), the index of the runtime
+        call that launched it, or -1 — :meth:`device_launches` as an array, once per table."""
+        cached: Ints | None = t.cache.get("np:device_launch")
+        if cached is None:
+            np = self.np
+            assert np is not None
+            ids, calls = self.launch_by_corr_arrays(t)
+            wanted = vectorized.column(t, "correlation")[self.device_array(t)]
             cached = np.full(len(wanted), -1, dtype=np.int64)
             if len(ids):
                 at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)

@@ -101,7 +101,20 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
                 grad_cast_kernels += where == "backward"
     if gpu_us <= 0:
         return out
-    out.update({
+    out.update(_kernel_time_facts(n, gpu_us, fusible_us, fusible_kernels, triton_us, cast_us, autocast_us, autocast_kernels,
+                                  grad_cast_kernels))
+    for fact in sorted(set(_FACT_OF_CLASS.values())):
+        out[fact] = round(by_fact[fact] / 1000.0 / n, 3)
+    out.update(_launch_gaps(timeline, n))
+    out.update(_sequence_facts(sequences))
+    return out
+
+
+def _kernel_time_facts(n: int, gpu_us: float, fusible_us: float, fusible_kernels: int, triton_us: float,
+                       cast_us: float, autocast_us: float, autocast_kernels: int,
+                       grad_cast_kernels: int) -> dict[str, FactValue]:
+    """The per-step kernel-time facts from their sums (one place for both paths of :func:`fusion_metrics`)."""
+    return {
         "gpu_kernel_ms_per_step": round(gpu_us / 1000.0 / n, 3),
         "fusible_ms_per_step": round(fusible_us / 1000.0 / n, 3),
         "fusible_pct_of_gpu": pct(fusible_us, gpu_us),
@@ -113,12 +126,7 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         "autocast_cast_kernels_per_step": round(autocast_kernels / n, 1),
         "autocast_grad_cast_kernels_per_step": round(grad_cast_kernels / n, 1),
         "autocast_cast_pct_of_gpu": pct(autocast_us, gpu_us),
-    })
-    for fact in sorted(set(_FACT_OF_CLASS.values())):
-        out[fact] = round(by_fact[fact] / 1000.0 / n, 3)
-    out.update(_launch_gaps(timeline, n))
-    out.update(_sequence_facts(sequences))
-    return out
+    }
 
 
 def _fusion_metrics_np(np: Any, t: EventTable, ctx: Context, out: dict[str, FactValue]) -> dict[str, FactValue]:
@@ -164,19 +172,8 @@ def _fusion_metrics_np(np: Any, t: EventTable, ctx: Context, out: dict[str, Fact
     autocast_us = vectorized.ordered_sum(d_c[autocast])
     autocast_kernels = int(autocast.sum())
     grad_cast_kernels = int((where == 2).sum())
-    out.update({
-        "gpu_kernel_ms_per_step": round(gpu_us / 1000.0 / n, 3),
-        "fusible_ms_per_step": round(fusible_us / 1000.0 / n, 3),
-        "fusible_pct_of_gpu": pct(fusible_us, gpu_us),
-        "fusible_kernels_per_step": round(len(fusible) / n, 1),
-        "compiled_kernel_pct_of_gpu": pct(triton_us, gpu_us),
-        "compiled_kernel_ms_per_step": round(triton_us / 1000.0 / n, 3),
-        "cast_ms_per_step": round(cast_us / 1000.0 / n, 3),
-        "autocast_cast_ms_per_step": round(autocast_us / 1000.0 / n, 3),
-        "autocast_cast_kernels_per_step": round(autocast_kernels / n, 1),
-        "autocast_grad_cast_kernels_per_step": round(grad_cast_kernels / n, 1),
-        "autocast_cast_pct_of_gpu": pct(autocast_us, gpu_us),
-    })
+    out.update(_kernel_time_facts(n, gpu_us, fusible_us, len(fusible), triton_us, cast_us, autocast_us, autocast_kernels,
+                                  grad_cast_kernels))
     for fact, value in by_fact.items():
         out[fact] = round(value / 1000.0 / n, 3)
     out.update(_launch_gaps_np(np, *timeline, n))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -291,6 +292,13 @@ def _kernel_mix(t: EventTable, ctx: Context) -> dict[str, FactValue]:
             layout_us += dur[i]
     if compute_us <= 0:
         return {}
+    return _kernel_mix_facts(compute_us, gemm, layout_us, comm_us, ctx.n_steps)
+
+
+def _kernel_mix_facts(compute_us: float, gemm: Mapping[str, float], layout_us: float, comm_us: float,
+                      n_steps: int) -> dict[str, FactValue]:
+    """The kernel-mix facts from their sums (one place for both paths of :func:`_kernel_mix`); ``gemm``:
+    µs per GEMM precision, in the order the kernels first meet each."""
     gemm_us = sum(gemm.values())
     out: dict[str, FactValue] = {
         "compute_kernel_ms": round(compute_us / 1000.0, 3),
@@ -298,13 +306,13 @@ def _kernel_mix(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         "layout_transform_pct": pct(layout_us, compute_us),
     }
     if gemm_us > 0:
-        out["gemm_fp32_simt_pct"] = pct(gemm[kn.FP32_SIMT], gemm_us)
-        out["gemm_tf32_pct"] = pct(gemm[kn.TF32], gemm_us)
-        out["gemm_lowp_pct"] = pct(gemm[kn.LOW_PRECISION], gemm_us)
-        out["gemm_unknown_pct"] = pct(gemm[kn.UNKNOWN], gemm_us)
-    if ctx.n_steps:
-        out["layout_transform_ms_per_step"] = round(layout_us / 1000.0 / ctx.n_steps, 3)
-        out["comm_ms_per_step"] = round(comm_us / 1000.0 / ctx.n_steps, 3)
+        out["gemm_fp32_simt_pct"] = pct(gemm.get(kn.FP32_SIMT, 0.0), gemm_us)
+        out["gemm_tf32_pct"] = pct(gemm.get(kn.TF32, 0.0), gemm_us)
+        out["gemm_lowp_pct"] = pct(gemm.get(kn.LOW_PRECISION, 0.0), gemm_us)
+        out["gemm_unknown_pct"] = pct(gemm.get(kn.UNKNOWN, 0.0), gemm_us)
+    if n_steps:
+        out["layout_transform_ms_per_step"] = round(layout_us / 1000.0 / n_steps, 3)
+        out["comm_ms_per_step"] = round(comm_us / 1000.0 / n_steps, 3)
     return out
 
 
@@ -325,21 +333,7 @@ def _kernel_mix_np(np: Any, t: EventTable, ctx: Context) -> dict[str, FactValue]
     gemm: dict[str, float] = {}
     for p in found[np.argsort(first)].tolist():  # the keys in the order the pure loop meets them
         gemm[precisions[p]] = vectorized.ordered_sum(dur[precision == p])
-    gemm_us = sum(gemm.values())
-    out: dict[str, FactValue] = {
-        "compute_kernel_ms": round(compute_us / 1000.0, 3),
-        "gemm_time_pct": pct(gemm_us, compute_us),
-        "layout_transform_pct": pct(layout_us, compute_us),
-    }
-    if gemm_us > 0:
-        out["gemm_fp32_simt_pct"] = pct(gemm.get(kn.FP32_SIMT, 0.0), gemm_us)
-        out["gemm_tf32_pct"] = pct(gemm.get(kn.TF32, 0.0), gemm_us)
-        out["gemm_lowp_pct"] = pct(gemm.get(kn.LOW_PRECISION, 0.0), gemm_us)
-        out["gemm_unknown_pct"] = pct(gemm.get(kn.UNKNOWN, 0.0), gemm_us)
-    if ctx.n_steps:
-        out["layout_transform_ms_per_step"] = round(layout_us / 1000.0 / ctx.n_steps, 3)
-        out["comm_ms_per_step"] = round(comm_us / 1000.0 / ctx.n_steps, 3)
-    return out
+    return _kernel_mix_facts(compute_us, gemm, layout_us, comm_us, ctx.n_steps)
 
 
 def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
