@@ -206,3 +206,35 @@ def test_run_forwards_sigint_to_the_command_and_reports() -> None:
     assert "child got SIGINT" in err                      # the command's stdout went to stderr
     assert "the command exited with status 5." in err
     assert json.loads(out)["command"] == "run"            # the report still came out
+
+
+def test_ctrl_c_during_a_pass_over_the_tree_keeps_the_agent_seen_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI once lost the report: Ctrl-C came while a pass asked each process for its agent (0.5 s each),
+    after the pass had emptied the list of agents seen; the session never started."""
+    import gpudoctor.agent.client as client_module
+    from gpudoctor.commands import run as run_module
+
+    class FakeClient:
+        info = {"rank": None, "torch": False, "step_source": "none"}
+
+        def close(self) -> None:
+            pass
+
+    asked: list[int] = []
+
+    def fake_find_agent(pid: int, timeout_s: float = 0.5) -> FakeClient | None:
+        asked.append(pid)
+        if len(asked) >= 2:              # the second pass: Ctrl-C before this process answers
+            raise KeyboardInterrupt
+        return FakeClient()
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        monkeypatch.setattr(client_module, "find_agent", fake_find_agent)
+        with pytest.raises(run_module.AgentWaitInterrupted) as caught:
+            run_module.find_agent_pid(child.pid, 20.0, child)     # type: ignore[arg-type]
+    finally:
+        child.kill()
+        child.wait()
+    assert caught.value.pid == child.pid
+    assert len(asked) == 2

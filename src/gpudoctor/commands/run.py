@@ -96,7 +96,19 @@ def find_agent_pid(root_pid: int, timeout_s: float, child: subprocess.Popen[byte
     try:
         return _find_agent_pid(root_pid, deadline, child, found)
     except KeyboardInterrupt:
+        if not found:       # Ctrl-C before a whole pass ended: the command's own agent, if it answers now
+            found.extend(_command_agent(child))
         raise AgentWaitInterrupted(found[0][1] if found else None) from None
+
+
+def _command_agent(child: subprocess.Popen[bytes]) -> list[tuple[int, int]]:
+    from gpudoctor.agent.client import find_agent
+
+    client = find_agent(child.pid, timeout_s=0.5) if child.poll() is None else None
+    if client is None:
+        return []
+    client.close()
+    return [(-1, child.pid)]
 
 
 class AgentWaitInterrupted(KeyboardInterrupt):
@@ -123,7 +135,9 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
             procs = [psutil.Process(root_pid), *psutil.Process(root_pid).children(recursive=True)]
         except psutil.Error:
             return None
-        found.clear()
+        # this pass's agents replace the last pass's only once the pass is over: a Ctrl-C during the
+        # pass (0.5 s per process) still finds the agent seen before (CI: an empty list, no report)
+        seen: list[tuple[int, int]] = []
         torch_loaded = stepped = False
         for proc in procs:
             client = find_agent(proc.pid, timeout_s=0.5)
@@ -132,7 +146,8 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
                 torch_loaded = torch_loaded or bool(client.info.get("torch"))
                 stepped = stepped or client.info.get("step_source") not in (None, "", "none")
                 client.close()
-                found.append((rank if isinstance(rank, int) else -1, proc.pid))
+                seen.append((rank if isinstance(rank, int) else -1, proc.pid))
+        found[:] = seen
         ranked = sorted(f for f in found if f[0] >= 0)
         if ranked:
             # rank 0, or the lowest rank once rank 0's agent had a few seconds more to answer
