@@ -18,23 +18,18 @@ printed, after a warm-up; the variant that prints every 50th iteration is timed 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gzip
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from realscripts import procs, reportread
+from realscripts import patchruns, procs
 
-REPO = Path(__file__).resolve().parents[2]
 _PROGRESS = re.compile(rb"^\[(\d+)/\d+\]\[(\d+)/(\d+)\]")
 
 _PERSISTENT = ("num_workers=int(opt.workers))", "num_workers=int(opt.workers), persistent_workers=True)")
@@ -94,14 +89,6 @@ VARIANTS: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
 }
 
 
-def patched(src: str, edits: list[tuple[str, str]]) -> str:
-    for old, new in edits:
-        if old not in src:
-            raise SystemExit(f"dcgan/main.py has no {old!r}: not the pinned commit")
-        src = src.replace(old, new)
-    return src
-
-
 def variant(name: str) -> str:
     """The VARIANTS key of a run's name: ``persistent_workers_8#2`` is ``persistent_workers_8`` run again."""
     base = name.split("#", 1)[0]
@@ -115,68 +102,12 @@ def script_for(work: Path, original: str, name: str) -> Path:
     folder = work / name.replace("#", "_")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "main.py"
-    path.write_text(patched(original, edits))
+    path.write_text(patchruns.patched(original, edits, "dcgan/main.py"))
     return path
 
 
 def base_args(name: str, outf: Path) -> list[str]:
     return ["--dataset", "fake", "--accel", "--niter", "100000", "--outf", str(outf), *VARIANTS[variant(name)][1]]
-
-
-def plain_rate(python: str, script: Path, args: list[str], seconds: float, warmup_s: float) -> dict[str, Any]:
-    """Iterations/s of the script alone: its progress lines timed as they arrive, after ``warmup_s``."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([python, str(script), *args], cwd=script.parent, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0)
-    procs._LIVE_GROUPS.add(proc.pid)
-    marks: list[tuple[float, int]] = []
-    started = time.monotonic()
-    tail: list[bytes] = []
-    watchdog = threading.Timer(warmup_s + seconds + 60.0, procs.kill_group, (proc.pid, 1.0))  # a hung script
-    watchdog.start()
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            now = time.monotonic() - started
-            tail = (tail + [line])[-5:]
-            m = _PROGRESS.match(line)
-            if m and now >= warmup_s:
-                epoch, i, per_epoch = (int(x) for x in m.groups())
-                marks.append((now, epoch * per_epoch + i))
-            if now > warmup_s + seconds:
-                break
-    finally:
-        watchdog.cancel()
-        procs.kill_group(proc.pid, grace_s=3.0, leader=proc)
-    if len(marks) < 2:
-        return {"it_per_s": None, "log_tail": b"".join(tail).decode(errors="replace")}
-    (t0, i0), (t1, i1) = marks[0], marks[-1]
-    return {"it_per_s": round((i1 - i0) / (t1 - t0), 2), "iterations": i1 - i0, "seconds": round(t1 - t0, 1)}
-
-
-def diagnose(gpudoctor: list[str], python: str, script: Path, args: list[str], duration: float,
-             work: Path, name: str, keep: Path) -> dict[str, Any]:
-    report = work / f"{name}.report.json"
-    log = work / f"{name}.gd.log"
-    report.unlink(missing_ok=True)
-    cmd = [*gpudoctor, "run", "--duration", f"{duration:g}", "--format", "json", "-o", str(report),
-           "--no-dashboard", "--fail-on", "critical", "--", python, str(script), *args]
-    res = procs.run_until_report(cmd, script.parent, dict(os.environ, PYTHONUNBUFFERED="1"), report, log,
-                                 timeout_s=duration + 90.0)
-    try:
-        data = json.loads(report.read_text())
-    except (OSError, ValueError) as exc:
-        return {"error": f"no report ({exc})", "log_tail": res.log[-2000:]}
-    kinds = reportread.fix_kind_map(REPO / "rules")
-    out = reportread.read_report(data, kinds, 64)
-    out["raw_findings"] = data.get("findings", [])
-    # keep the profile window's trace (a test input): its path is in the report's notes
-    for found in sorted(set(re.findall(r"/[^\s\"']+\.pt\.trace\.json", report.read_text()))):
-        with contextlib.suppress(OSError):
-            keep.mkdir(parents=True, exist_ok=True)
-            (keep / f"dcgan_{name}.pt.trace.json.gz").write_bytes(gzip.compress(Path(found).read_bytes()))
-            out["trace_kept"] = f"dcgan_{name}.pt.trace.json.gz"
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,20 +139,16 @@ def main(argv: list[str] | None = None) -> int:
             script = script_for(work, original, name)
             # compiling (and recording CUDA graphs) takes the first tens of seconds of every compile variant
             warm = args.warmup + (40.0 if "compile" in variant(name) else 0.0)
-            rec = plain_rate(python, script, base_args(name, script.parent / "out"), args.seconds, warm)
+            cmd = [python, str(script), *base_args(name, script.parent / "out")]
+            rec = patchruns.plain_rate(cmd, script.parent, _PROGRESS, args.seconds, warm)
             print(f"{time.strftime('%H:%M:%S')} plain {name}: {rec}", flush=True)
             results[name] = {"plain": rec}
             if variant(name) in to_diagnose:
                 to_diagnose.discard(variant(name))
-                diag = diagnose(gpudoctor, python, script, base_args(name, script.parent / "out"), args.duration,
-                                work, name.replace("#", "_"), args.out)
+                diag = patchruns.diagnose(gpudoctor, cmd, script.parent, args.duration, work,
+                                          f"dcgan_{name.replace('#', '_')}", args.out, 64)
                 results[name]["gpudoctor"] = diag
-                for f in diag.get("findings", []):
-                    imp = f.get("impact") or {}
-                    print(f"    {f['severity']:8s} {f['code']} {f['name']}: est {imp.get('est_speedup_low')}"
-                          f"–{imp.get('est_speedup_high')} cost {imp.get('cost_pct_of_step')}%", flush=True)
-                print(f"    agent steps/s {diag.get('steps_per_s')} bound {(diag.get('bottleneck') or {}).get('label')}"
-                      f" data_wait {diag.get('data_wait_pct')} {diag.get('error') or ''}", flush=True)
+                patchruns.print_findings(diag)
     (args.out / "dcgan_validation.json").write_text(json.dumps(results, indent=1))
     base_rates = [rec["plain"]["it_per_s"] for name, rec in results.items()
                   if variant(name) == args.baseline and rec["plain"].get("it_per_s")]

@@ -1,0 +1,106 @@
+"""Copies of a third-party script with one code change each: timed without a tool, and diagnosed.
+
+Why this exists: some scripts express gpudoctor's fixes through no flag (DCGAN's persistent workers, a
+``.item()`` in the step, accelerate's cv_example's worker count). Their harnesses
+(``dcgan_validation.py``, ``accelerate_cv_validation.py``) write a copy of the script per variant with
+text edits, time each copy from its own progress lines with no tool in the process (``plain_rate``),
+and run some under ``gpudoctor run`` (``diagnose``). What differs per script — the edits, the command
+line, the progress line's pattern — stays in the harness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from . import procs, reportread
+
+
+def patched(src: str, edits: list[tuple[str, str]], what: str) -> str:
+    """``src`` with each ``(old, new)`` edit applied; exits naming ``what`` when ``old`` is missing."""
+    for old, new in edits:
+        if old not in src:
+            raise SystemExit(f"{what} has no {old!r}: not the pinned commit")
+        src = src.replace(old, new)
+    return src
+
+
+def plain_rate(cmd: list[str], cwd: Path, progress: re.Pattern[bytes], seconds: float, warmup_s: float,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Iterations/s of ``cmd`` alone: its progress lines timed as they arrive, after ``warmup_s``.
+
+    ``progress`` matches a line and captures (epoch, iteration, iterations per epoch); the count is
+    ``epoch * per_epoch + iteration``, so epoch ends (evaluation, worker restarts) are inside the rate.
+    """
+    env = dict(env or os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, process_group=0)
+    procs._LIVE_GROUPS.add(proc.pid)
+    marks: list[tuple[float, int]] = []
+    started = time.monotonic()
+    tail: list[bytes] = []
+    watchdog = threading.Timer(warmup_s + seconds + 60.0, procs.kill_group, (proc.pid, 1.0))  # a hung script
+    watchdog.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            now = time.monotonic() - started
+            tail = (tail + [line])[-5:]
+            m = progress.match(line)
+            if m and now >= warmup_s:
+                epoch, i, per_epoch = (int(x) for x in m.groups())
+                marks.append((now, epoch * per_epoch + i))
+            if now > warmup_s + seconds:
+                break
+    finally:
+        watchdog.cancel()
+        procs.kill_group(proc.pid, grace_s=3.0, leader=proc)
+    if len(marks) < 2:
+        return {"it_per_s": None, "log_tail": b"".join(tail).decode(errors="replace")}
+    (t0, i0), (t1, i1) = marks[0], marks[-1]
+    return {"it_per_s": round((i1 - i0) / (t1 - t0), 2), "iterations": i1 - i0, "seconds": round(t1 - t0, 1)}
+
+
+def diagnose(gpudoctor: list[str], cmd: list[str], cwd: Path, duration: float, work: Path, name: str,
+             keep: Path, batch: int, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``gpudoctor run --duration`` on ``cmd``: the report read by :mod:`.reportread`, its raw findings,
+    and the profile window's trace kept in ``keep`` as ``<name>.pt.trace.json.gz`` (a test input)."""
+    report = work / f"{name}.report.json"
+    log = work / f"{name}.gd.log"
+    report.unlink(missing_ok=True)
+    run = [*gpudoctor, "run", "--duration", f"{duration:g}", "--format", "json", "-o", str(report),
+           "--no-dashboard", "--fail-on", "critical", "--", *cmd]
+    res = procs.run_until_report(run, cwd, dict(env or os.environ, PYTHONUNBUFFERED="1"), report, log,
+                                 timeout_s=duration + 90.0)
+    try:
+        data = json.loads(report.read_text())
+    except (OSError, ValueError) as exc:
+        return {"error": f"no report ({exc})", "log_tail": res.log[-2000:]}
+    kinds = reportread.fix_kind_map(Path(__file__).resolve().parents[3] / "rules")
+    out = reportread.read_report(data, kinds, batch)
+    out["raw_findings"] = data.get("findings", [])
+    out["target_pid"] = data.get("target_pid")
+    for found in sorted(set(re.findall(r"/[^\s\"']+\.pt\.trace\.json", report.read_text()))):
+        with contextlib.suppress(OSError):
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{name}.pt.trace.json.gz").write_bytes(gzip.compress(Path(found).read_bytes()))
+            out["trace_kept"] = f"{name}.pt.trace.json.gz"
+    return out
+
+
+def print_findings(diag: dict[str, Any]) -> None:
+    """One line per finding (severity, code, estimate, cost), then the agent's rate and the verdict."""
+    for f in diag.get("findings", []):
+        imp = f.get("impact") or {}
+        print(f"    {f['severity']:8s} {f['code']} {f['name']}: est {imp.get('est_speedup_low')}"
+              f"–{imp.get('est_speedup_high')} cost {imp.get('cost_pct_of_step')}%", flush=True)
+    print(f"    agent steps/s {diag.get('steps_per_s')} bound {(diag.get('bottleneck') or {}).get('label')}"
+          f" data_wait {diag.get('data_wait_pct')} {diag.get('error') or ''}", flush=True)
