@@ -73,3 +73,21 @@ def test_shm_error_text_in_the_jobs_log_file(tmp_path: Path) -> None:
     finally:
         job.kill()
         job.wait()
+
+
+def test_worker_roles_tell_a_forked_copy_from_a_program_the_parent_ran() -> None:
+    # a parent with a forked child (a DataLoader worker's kind) and a `subprocess` program of its own
+    code = ("import os, subprocess, sys, time\n"
+            "prog = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "if os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\n"
+            "print('up', flush=True)\ntime.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "up"
+        time.sleep(0.3)          # the program has exec'd its own command line
+        roles = sorted(w.role for w in ProcessCollector(parent.pid).sample().workers)
+    finally:
+        os.killpg(parent.pid, 9)
+        parent.wait()
+    assert roles == ["dataloader", "program"]

@@ -27,7 +27,7 @@ import psutil
 
 from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.live.process import check_target, python_version
+from gpudoctor.live.process import check_target, launched_program, python_version
 from gpudoctor.live.report import build_report
 from gpudoctor.live.session import LiveSession
 from gpudoctor.live.watch import watch
@@ -85,6 +85,10 @@ def _check(pid: int) -> None:
         raise
 
 
+def _short(cmd: str, limit: int = 80) -> str:
+    return cmd if len(cmd) <= limit else cmd[:limit - 1] + "…"
+
+
 def _python_child(pid: int) -> int | None:
     try:
         ours = {psutil.Process().pid, *(p.pid for p in psutil.Process().parents())}  # never suggest ourselves
@@ -106,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
     if args.profile < 0 or args.profile > 100:
         raise UserError("--profile takes 1 to 100 steps.", ExitCode.USAGE)
     _check(args.pid)
+    pid, launched = args.pid, launched_program(args.pid)
+    if launched is not None:
+        pid = launched[0]
     config, catalog = prepare(args)
     threshold = fail_on(args, config)
     interactive = sys.stdout.isatty() and args.output is None
@@ -116,9 +123,12 @@ def run(args: argparse.Namespace) -> int:
     # --once stays quick and passive: it uses an agent that already runs but injects none.
     agent_mode = "off" if args.no_agent else "find" if once else "inject"
     auto_profile = 0 if once or args.no_agent or args.no_auto_profile or args.profile else AUTO_PROFILE_STEPS
-    session = LiveSession(args.pid, catalog, config.options, agent=agent_mode,
+    session = LiveSession(pid, catalog, config.options, agent=agent_mode,
                           interval_s=args.interval, window_s=window_s, use_stacks=not args.no_stacks,
                           auto_profile_steps=auto_profile)
+    if launched is not None:
+        session.add_note("launcher", f"PID {args.pid} only launches `{_short(launched[1])}` (PID {pid}), which "
+                                     f"does the work: watching PID {pid}.")
     if args.prometheus is not None and not 0 <= args.prometheus <= 65535:
         raise UserError("--prometheus takes a TCP port from 0 to 65535.", ExitCode.USAGE)
     exporter = _start_exporter(session, args)

@@ -138,23 +138,27 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
         # this pass's agents replace the last pass's only once the pass is over: a Ctrl-C during the
         # pass (0.5 s per process) still finds the agent seen before (CI: an empty list, no report)
         seen: list[tuple[int, int]] = []
-        torch_loaded = stepped = False
+        torch_at: set[int] = set()
+        stepping: set[int] = set()
         for proc in procs:
             client = find_agent(proc.pid, timeout_s=0.5)
             if client is not None:
                 rank = client.info.get("rank")
-                torch_loaded = torch_loaded or bool(client.info.get("torch"))
-                stepped = stepped or client.info.get("step_source") not in (None, "", "none")
+                if client.info.get("torch"):
+                    torch_at.add(proc.pid)
+                if client.info.get("step_source") not in (None, "", "none"):
+                    stepping.add(proc.pid)
                 client.close()
                 seen.append((rank if isinstance(rank, int) else -1, proc.pid))
-        found[:] = seen
+        found[:] = _trainers_first(seen, stepping, _parents(procs))
+        torch_loaded, stepped = bool(torch_at), bool(stepping)
         ranked = sorted(f for f in found if f[0] >= 0)
         if ranked:
             # rank 0, or the lowest rank once rank 0's agent had a few seconds more to answer
             if ranked[0][0] == 0 or held("ranked", RANK0_WAIT_S):
                 return ranked[0][1]
         elif found and stepped:
-            return found[0][1]      # it trains: not a launcher
+            return found[0][1]      # it trains (_trainers_first put it first): not a launcher
         elif found and torch_loaded:
             # torch is in: an mp.spawn job spawns its ranks right after, and they join a process group
             if held("torch", SPAWN_RANK_WAIT_S if _has_spawned_children(procs) else SPAWN_GRACE_S):
@@ -163,6 +167,36 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
             return found[0][1]
         time.sleep(0.1)
     return None
+
+
+def _parents(procs: list[Any]) -> dict[int, int]:
+    """PID -> parent PID over ``procs`` (a process that vanished meanwhile is left out)."""
+    out: dict[int, int] = {}
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            out[proc.pid] = proc.ppid()
+    return out
+
+
+def _trainers_first(agents: list[tuple[int, int]], stepping: set[int],
+                    parent_of: dict[int, int]) -> list[tuple[int, int]]:
+    """``agents`` ((rank, pid) pairs) ordered: those that step, then those that launch no other agent's
+    process, then launchers. ``accelerate launch`` with one process (and any Python wrapper that runs
+    ``python train.py`` as a child) has an agent and torch itself, but trains in its child."""
+    pids = {pid for _, pid in agents}
+
+    def launches_an_agent(pid: int) -> bool:
+        for other in pids - {pid}:
+            seen: set[int] = set()
+            up = parent_of.get(other)
+            while up is not None and up not in seen:
+                if up == pid:
+                    return True
+                seen.add(up)
+                up = parent_of.get(up)
+        return False
+
+    return sorted(agents, key=lambda a: (a[1] not in stepping, launches_an_agent(a[1])))
 
 
 def _has_spawned_children(procs: list[Any]) -> bool:

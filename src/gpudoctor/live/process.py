@@ -230,7 +230,10 @@ class ProcessCollector:
 
 
 def _role(proc: psutil.Process) -> str:
-    """rank for the job's ranks, compile for inductor workers, dataloader for other Python children.
+    """rank for the job's ranks, compile for inductor workers, dataloader for Python children that are
+    copies of their parent (forked, or multiprocessing's spawn children), program for a Python program
+    the parent ran (``subprocess``: another command line, e.g. the training script under a one-process
+    ``accelerate launch``).
 
     A rank is told from a DataLoader worker as :mod:`gpudoctor.live.ranks` tells it: a rank variable
     its parent does not have (torchrun, Lightning ``ddp``), or, for ranks whose launcher set no
@@ -254,4 +257,53 @@ def _role(proc: psutil.Process) -> str:
         return "rank"
     if own_rank is None and ranks.is_tree_rank(proc, parent_env):
         return "rank"
-    return "dataloader" if "python" in cmd.lower() or proc.name().startswith(("python", "pt_")) else "other"
+    if not ("python" in cmd.lower() or proc.name().startswith(("python", "pt_"))):
+        return "other"
+    return "program" if is_program_child(proc, cmd) else "dataloader"
+
+
+def is_program_child(proc: psutil.Process, cmd: str | None = None) -> bool:
+    """Whether a Python child runs a program of its own rather than a copy of its parent.
+
+    A forked child keeps its parent's command line (DataLoader workers, a forking parent's ranks);
+    a multiprocessing spawn or forkserver child runs ``multiprocessing``'s entry point. Anything else
+    was started with a command of its own (``subprocess``, a launcher's ``python train.py``).
+    """
+    try:
+        cmd = cmd if cmd is not None else " ".join(proc.cmdline())
+        parent_cmd = " ".join(psutil.Process(proc.ppid()).cmdline())
+    except (psutil.Error, OSError):
+        return False
+    copy = cmd == parent_cmd or "--multiprocessing-fork" in cmd or "from multiprocessing" in cmd
+    return bool(cmd) and not copy
+
+
+def launched_program(pid: int, levels: int = 3) -> tuple[int, str] | None:
+    """The process that does the work when ``pid`` only launched it: (its PID, its command line).
+
+    ``pid`` is such a launcher when it is no rank of a distributed job, its only Python child is a
+    program of its own (:func:`is_program_child`: ``accelerate launch`` with one process runs ``python
+    train.py`` so, as does any wrapper script), it has no DataLoader workers, and that child has used
+    at least as much CPU as it has — a launcher waits, the trainer works (a training process with a
+    helper child, a metrics service say, has used far more CPU than its helper). Followed down up to
+    ``levels`` launchers; ``None`` when ``pid`` is not one.
+    """
+    found: tuple[int, str] | None = None
+    current = pid
+    for _ in range(levels):
+        try:
+            proc = psutil.Process(current)
+            if ranks.rank_from_env(ranks.read_environ(current) or {}) is not None:
+                break
+            children = [c for c in proc.children() if _role(c) in ("program", "dataloader", "rank")]
+            if len(children) != 1 or _role(children[0]) != "program":
+                break
+            child = children[0]
+            own, theirs = proc.cpu_times(), child.cpu_times()
+            if theirs.user + theirs.system < own.user + own.system:
+                break
+            found = (child.pid, " ".join(child.cmdline()))
+            current = child.pid
+        except psutil.Error:
+            break
+    return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from gpudoctor.agent.protocol import AgentStatus
 from gpudoctor.live.samples import Snapshot
 from gpudoctor.report.model import MetricTable, Report
 
@@ -88,7 +89,26 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
     }
     return Report(command="attach", inputs=[f"pid {snap.target_pid}"], findings=list(snap.findings),
                   not_evaluated=list(snap.not_evaluated), tables=tables, notes=notes, data=data,
-                  elapsed_s=elapsed_s, bottlenecks=[snap.bottleneck] if snap.bottleneck is not None else [])
+                  elapsed_s=elapsed_s, bottlenecks=[snap.bottleneck] if snap.bottleneck is not None else [],
+                  headline=_no_step_headline(snap))
+
+
+def _no_step_headline(snap: Snapshot) -> str | None:
+    """With no finding and an agent that counted no step, the report must not read as a clean bill:
+    the step-based rules had nothing to judge (a launcher watched instead of its trainer, a loop not
+    yet started or paused)."""
+    if snap.findings or snap.rank_table or snap.agent.status not in (AgentStatus.CONNECTED, AgentStatus.DETACHED):
+        return None
+    if snap.steps is not None and snap.steps.steps_total:
+        return None
+    pid = snap.target_pid
+    text = (f"Nothing judged from training steps: the agent in PID {pid} counted none (the loop has not "
+            "started, is paused, or this is not the process that trains).")
+    programs = [w for w in snap.process.workers if w.role == "program"] if snap.process is not None else []
+    if programs:
+        text += (f" Its child PID {programs[0].pid} runs a program of its own: if that one trains, "
+                 f"`gpudoctor attach {programs[0].pid}`.")
+    return text
 
 
 def _process_dict(snap: Snapshot) -> dict[str, Any] | None:

@@ -66,7 +66,7 @@ class WorkerSample:
     pid: int
     cpu_pct: float | None
     rss_mib: float | None
-    role: str = "dataloader"                        # dataloader | rank | compile | other
+    role: str = "dataloader"                        # dataloader | rank | compile | program | other
 
 
 @dataclass(frozen=True)

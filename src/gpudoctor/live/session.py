@@ -182,6 +182,10 @@ class LiveSession:
         self._threads.append(thread)
         thread.start()
 
+    def add_note(self, key: str, text: str) -> None:
+        """A one-line remark for the report's notes (``key`` replaces an earlier note of that key)."""
+        self._note(key, text)
+
     def _note(self, key: str, text: str) -> None:
         with self._lock:
             self._notes[key] = text
