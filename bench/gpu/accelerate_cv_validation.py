@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scripts", type=Path, required=True, help="folder with accelerate/cv_example.py")
     p.add_argument("--seconds", type=float, default=20.0, help="timed seconds per plain run")
-    p.add_argument("--warmup", type=float, default=25.0, help="seconds before timing (compile variants: +40)")
+    p.add_argument("--warmup", type=float, default=25.0, help="seconds before timing (compile variants: +60)")
     p.add_argument("--duration", type=float, default=40.0, help="gpudoctor run --duration")
     p.add_argument("--variants", default="as_is,gd102,bf16,compile,persistent,workers_12")
     p.add_argument("--diagnose", default="as_is,gd102",
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{time.strftime('%H:%M:%S')} data: {len(list(data.glob('*.jpg')))} JPEGs in "
               f"{time.monotonic() - started:.0f} s", flush=True)
         for name in names:
-            warm = args.warmup + (40.0 if "compile" in variant(name) else 0.0)
+            warm = args.warmup + (60.0 if "compile" in variant(name) else 0.0)
             diag_s = args.duration + 30.0 if variant(name) in to_diagnose else 0.0
             if time.monotonic() - started + warm + args.seconds + 10.0 + diag_s > args.budget_s:
                 print(f"{time.strftime('%H:%M:%S')} skipped {name}: over --budget-s", flush=True)
