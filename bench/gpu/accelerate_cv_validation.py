@@ -86,11 +86,31 @@ def command(python: str, work: Path, original: str, name: str, data: Path) -> tu
     return cmd, folder
 
 
+def _cpu_topology() -> str:
+    """lscpu's topology lines, and how many distinct cores the CPUs sit on (sysfs)."""
+    import subprocess
+
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    keep = [ln.strip() for ln in out.splitlines()
+            if ln.split(":")[0].strip() in ("CPU(s)", "Thread(s) per core", "Core(s) per socket", "Socket(s)",
+                                            "Model name")]
+    cores = set()
+    for cpu in Path("/sys/devices/system/cpu").glob("cpu[0-9]*"):
+        try:
+            cores.add(((cpu / "topology/physical_package_id").read_text().strip(),
+                       (cpu / "topology/core_id").read_text().strip()))
+        except OSError:
+            continue
+    return "; ".join(keep) + f"; distinct cores in sysfs: {len(cores)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scripts", type=Path, required=True, help="folder with accelerate/cv_example.py")
     p.add_argument("--seconds", type=float, default=20.0, help="timed seconds per plain run")
-    p.add_argument("--warmup", type=float, default=25.0, help="seconds before timing (compile variants: +60)")
+    p.add_argument("--warmup", type=float, default=25.0, help="seconds before timing")
+    p.add_argument("--compile-warmup", type=float, default=120.0,
+                   help="seconds more before timing a compile variant (its first run of 85 s timed only 1.2 s)")
     p.add_argument("--duration", type=float, default=40.0, help="gpudoctor run --duration")
     p.add_argument("--variants", default="as_is,gd102,bf16,compile,persistent,workers_12")
     p.add_argument("--diagnose", default="as_is,gd102",
@@ -112,17 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gd_acc_cv_") as tmp:
         work = Path(tmp)
+        print(f"cpus: {_cpu_topology()}", flush=True)
         data = datagen.labelled_jpegs(work / "pets", labels=37, per_label=200)
         print(f"{time.strftime('%H:%M:%S')} data: {len(list(data.glob('*.jpg')))} JPEGs in "
               f"{time.monotonic() - started:.0f} s", flush=True)
         for name in names:
-            warm = args.warmup + (60.0 if "compile" in variant(name) else 0.0)
+            warm = args.warmup + (args.compile_warmup if "compile" in variant(name) else 0.0)
             diag_s = args.duration + 30.0 if variant(name) in to_diagnose else 0.0
             if time.monotonic() - started + warm + args.seconds + 10.0 + diag_s > args.budget_s:
                 print(f"{time.strftime('%H:%M:%S')} skipped {name}: over --budget-s", flush=True)
                 continue
             cmd, folder = command(python, work, original, name, data)
-            rec = patchruns.plain_rate(cmd, folder, _PROGRESS, args.seconds, warm)
+            rec = patchruns.plain_rate(cmd, folder, _PROGRESS, args.seconds, warm, sample_cpu=True)
             print(f"{time.strftime('%H:%M:%S')} plain {name}: {rec}", flush=True)
             results[name] = {"plain": rec, "command": cmd[2:]}
             if variant(name) in to_diagnose:

@@ -33,17 +33,78 @@ def patched(src: str, edits: list[tuple[str, str]], what: str) -> str:
     return src
 
 
+class CpuSampler(threading.Thread):
+    """Once a second: the machine's CPU use and that of ``root``'s process tree, by kind of process.
+
+    Kept only after ``warmup_s``. A process is the trainer when it has Python children that are copies
+    of it (its DataLoader workers), a worker when it is such a copy; the rest (a launcher, compile
+    workers) is "other". Cores are CPU-seconds per second.
+    """
+
+    def __init__(self, root: int, warmup_s: float) -> None:
+        super().__init__(daemon=True)
+        self.root, self.warmup_s = root, warmup_s
+        self.samples: list[dict[str, float]] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        started = time.monotonic()
+        known: dict[int, Any] = {}
+        psutil.cpu_percent(None)
+        while not self._halt.wait(1.0):
+            try:
+                tree = [psutil.Process(self.root), *psutil.Process(self.root).children(recursive=True)]
+            except psutil.Error:
+                continue
+            cores = {"trainer": 0.0, "workers": 0.0, "other": 0.0}
+            n_workers = 0
+            for p in tree:
+                try:
+                    q = known.setdefault(p.pid, p)
+                    pct = q.cpu_percent(None)
+                    cmd = q.cmdline()
+                    parent_cmd = psutil.Process(q.ppid()).cmdline()
+                    copies = [c for c in q.children() if c.cmdline() == cmd]
+                except psutil.Error:
+                    continue
+                kind = "workers" if cmd == parent_cmd else "trainer" if copies else "other"
+                n_workers += kind == "workers"
+                cores[kind] += pct / 100.0
+            host = psutil.cpu_percent(None)
+            if time.monotonic() - started >= self.warmup_s:
+                self.samples.append({**cores, "n_workers": n_workers, "host_pct": host})
+
+    def stop(self) -> dict[str, Any]:
+        """The means over the kept samples (skipping each process's first, zero, reading)."""
+        import psutil
+
+        self._halt.set()
+        self.join(timeout=3.0)
+        kept = self.samples[1:]
+        if not kept:
+            return {}
+        out: dict[str, Any] = {k: round(sum(s[k] for s in kept) / len(kept), 2) for k in kept[0]}
+        out.update(samples=len(kept), logical_cpus=psutil.cpu_count(), physical_cpus=psutil.cpu_count(logical=False))
+        return out
+
+
 def plain_rate(cmd: list[str], cwd: Path, progress: re.Pattern[bytes], seconds: float, warmup_s: float,
-               env: dict[str, str] | None = None) -> dict[str, Any]:
+               env: dict[str, str] | None = None, sample_cpu: bool = False) -> dict[str, Any]:
     """Iterations/s of ``cmd`` alone: its progress lines timed as they arrive, after ``warmup_s``.
 
     ``progress`` matches a line and captures (epoch, iteration, iterations per epoch); the count is
     ``epoch * per_epoch + iteration``, so epoch ends (evaluation, worker restarts) are inside the rate.
+    ``sample_cpu``: also the CPU use over the timed part (:class:`CpuSampler`), as ``cpu``.
     """
     env = dict(env or os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, process_group=0)
     procs._LIVE_GROUPS.add(proc.pid)
+    sampler = CpuSampler(proc.pid, warmup_s) if sample_cpu else None
+    if sampler is not None:
+        sampler.start()
     marks: list[tuple[float, int]] = []
     started = time.monotonic()
     tail: list[bytes] = []
@@ -62,11 +123,14 @@ def plain_rate(cmd: list[str], cwd: Path, progress: re.Pattern[bytes], seconds: 
                 break
     finally:
         watchdog.cancel()
+        cpu = sampler.stop() if sampler is not None else None
         procs.kill_group(proc.pid, grace_s=3.0, leader=proc)
+    extra = {"cpu": cpu} if cpu is not None else {}
     if len(marks) < 2:
-        return {"it_per_s": None, "log_tail": b"".join(tail).decode(errors="replace")}
+        return {"it_per_s": None, "log_tail": b"".join(tail).decode(errors="replace"), **extra}
     (t0, i0), (t1, i1) = marks[0], marks[-1]
-    return {"it_per_s": round((i1 - i0) / (t1 - t0), 2), "iterations": i1 - i0, "seconds": round(t1 - t0, 1)}
+    return {"it_per_s": round((i1 - i0) / (t1 - t0), 2), "iterations": i1 - i0, "seconds": round(t1 - t0, 1),
+            **extra}
 
 
 def diagnose(gpudoctor: list[str], cmd: list[str], cwd: Path, duration: float, work: Path, name: str,
