@@ -14,7 +14,7 @@ prefetch, pin host memory and copy with ``non_blocking=True``::
 Sizing (CUDA): building one batch (128 samples: 0.05 ms of "decode" plus ~0.1 ms to make each
 sample's tensors, then the collate) costs ~20 ms on one core, about 3x a training step of the
 width-128 conv net, so the unfixed loop waits for data ~75% of each step, while the fix's 8
-workers (GD102's recommended ``num_workers=8``) build ~2x more batches per second than the GPU
+workers (8: GD102's snippet asks for the CPUs less 2, at most 16) build ~2x more batches per second than the GPU
 consumes. The first H200 run (1 ms x 64 samples per batch, a much cheaper step) was 7.8x faster
 with 8 workers yet still loader-bound. More workers would not be healthier: with torch's 16
 intra-op threads on a 16-core host, 9+ busy workers oversubscribe the CPU (GD305). Apart from the

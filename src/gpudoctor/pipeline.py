@@ -53,12 +53,15 @@ def _catalog(catalog: Catalog | None) -> Catalog:
 
 def analyze_paths(paths: Iterable[str | Path], catalog: Catalog | None = None,
                   options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False,
-                  jobs: int | None = None, setup: Setup | None = None) -> Report:
+                  jobs: int | None = None, setup: Setup | None = None,
+                  context: Mapping[str, Any] | None = None) -> Report:
     """Read trace files (files, or directories of per-rank files) on ``jobs`` processes and judge them.
 
     The workers start first; ``setup`` (when given: it returns the catalog and options, replacing
     ``catalog`` and ``options``) and the loading of the default catalog run in this process while
-    they read, so that the rules side costs no wall time on a rank set.
+    they read, so that the rules side costs no wall time on a rank set. ``context``: facts of the
+    trace set's ``run`` scope that the traces cannot show — a live session gives its profile window
+    what it measured of the job (``live.facts.LOADER_CONTEXT``).
 
     Raises:
         UserError: a path is missing, a named file is not a readable trace, or ``setup`` raised it.
@@ -72,7 +75,7 @@ def analyze_paths(paths: Iterable[str | Path], catalog: Catalog | None = None,
         for module in _JUDGING_MODULES:  # imported now, while the workers read, not after
             importlib.import_module(module)
         facts = pending.result()
-        report = judge_traces(facts, catalog, options, per_step)
+        report = judge_traces(facts, catalog, options, per_step, context)
     finally:
         pending.close()  # the workers' exits overlapped judging
     report.elapsed_s = round(time.perf_counter() - started, 3)
@@ -93,15 +96,20 @@ def analyze_traces(traces: Sequence[RankTrace], catalog: Catalog | None = None,
 
 
 def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
-                 options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False) -> Report:
-    """Run the trace rules over a trace set's facts and assemble the report."""
+                 options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False,
+                 context: Mapping[str, Any] | None = None) -> Report:
+    """Run the trace rules over a trace set's facts (``context`` added to its run scope) and assemble
+    the report."""
+    from dataclasses import replace
+
     from gpudoctor.catalog.engine import evaluate
     from gpudoctor.model import Source
     from gpudoctor.report.model import Report
     from gpudoctor.trace.bottleneck import rank_bottleneck
 
     started = time.perf_counter()
-    factsets: list[FactSet] = [*facts.factsets, facts.run, *facts.straggler]
+    run = replace(facts.run, values={**facts.run.values, **context}) if context else facts.run
+    factsets: list[FactSet] = [*facts.factsets, run, *facts.straggler]
     result = evaluate(_catalog(catalog), factsets, [Source.TRACE], options or {})
     notes = list(facts.notes)
     notes.extend(f"rule error: {e}" for e in result.errors)

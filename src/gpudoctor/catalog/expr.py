@@ -215,6 +215,8 @@ def _eval(node: ast.AST, env: Mapping[str, Any], budget: Budget) -> Any:
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
         args = [_eval(a, env, budget) for a in node.args]
+        if node.func.id == "given" and len(args) == 2 and args[0] is MISSING:
+            return args[1]     # given(fact, fallback): the fallback stands in for a fact not measured
         if any(a is MISSING for a in args):
             return MISSING
         return call(node.func.id, args, budget, _shown(node))

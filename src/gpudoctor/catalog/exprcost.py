@@ -58,6 +58,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "contains_any": _contains_any,
     "lower": lambda s: str(s).lower(),
     "log2": math.log2,
+    "given": lambda value, fallback: value,   # its MISSING case is the evaluator's (expr._eval)
 }
 
 BINOPS: dict[type, Callable[[Any, Any], Any]] = {

@@ -192,6 +192,9 @@ world_size                               trace:run                              
 gpu_arch_major                           trace:run                                     count   trace.facts      compute capability major of the GPU (9 = Hopper)
 trace_schema                             trace:run                                     text    trace.facts      trace schema versions seen
 median_step_time_p50_ms                  trace:run,straggler                           ms      trace.facts      median over ranks of the median step time
+loader_workers_usable                    trace:run                                     count   live.facts       a watched job's usable workers, given to its profile window's analysis (absent for a trace alone)
+loader_scaling_max                       trace:run                                     ratio   live.facts       a watched job's input scaling bound, given to its profile window's analysis (absent for a trace alone)
+loader_bound_text                        trace:run                                     text    trace.facts      the workers' bound in words: empty for a trace alone, a watched job's (live.facts) for its profile window
 # --- trace, one fact set per rank compared with the others (two or more ranks) ---
 straggler_score                          trace:straggler                               number  trace.facts      median time outside collectives of the faster ranks ÷ this rank's (< 0.75: straggler)
 step_time_score                          trace:straggler                               number  trace.facts      resiliency-ext's step-time ratio (median step ÷ this rank's)
@@ -257,6 +260,10 @@ worker_busy_count                        live:job                               
 worker_cpu_mean_pct                      live:job                                      %       live.facts       mean CPU use per worker
 worker_cpu_min_pct                       live:job                                      %       live.facts       least busy worker's CPU use
 cpu_count_allowed                        live:job                                      number  live.facts       CPUs the target may use (affinity ∩ cgroup quota)
+local_world_size                         live:job                                      count   live.facts       LOCAL_WORLD_SIZE of the target (ranks on this machine), when set
+loader_workers_usable                    live:job                                      count   live.facts       workers the CPUs allow: CPUs per local rank less 2, at most 16 (16 when loading waits on storage, using < 50% CPU)
+loader_scaling_max                       live:job                                      ratio   live.facts       usable ÷ producing workers (the agent's num_workers, else the busy worker processes): how many times faster more workers could make the input at best
+loader_bound_text                        live:job                                      text    live.facts       the workers' bound in words, for GD102's basis
 omp_num_threads                          live:job                                      count   live.facts       OMP_NUM_THREADS of the target
 intraop_threads                          live:job                                      count   live.facts       torch's intra-op pool size (OMP_NUM_THREADS or the machine's cores)
 compute_threads                          live:job                                      count   live.facts       intra-op threads + busy workers

@@ -29,16 +29,19 @@ from gpudoctor.live.priority import observer_child_setup
 ANALYSIS_TIMEOUT_S = 180.0
 
 
-def _analyze(paths: Sequence[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]]) -> Any:
+def _analyze(paths: Sequence[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]],
+             context: Mapping[str, Any] | None = None) -> Any:
     from gpudoctor.pipeline import analyze_paths
 
-    return analyze_paths(list(paths), catalog=catalog, options=options)
+    return analyze_paths(list(paths), catalog=catalog, options=options, context=context)
 
 
 def analyze_profile_traces(paths: Sequence[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]],
-                           timeout_s: float = ANALYSIS_TIMEOUT_S) -> tuple[Any, str | None]:
-    """``(report, None)`` on success, ``(None, why)`` when the traces could not be analysed."""
-    request = pickle.dumps((list(paths), catalog, dict(options)))
+                           timeout_s: float = ANALYSIS_TIMEOUT_S,
+                           context: Mapping[str, Any] | None = None) -> tuple[Any, str | None]:
+    """``(report, None)`` on success, ``(None, why)`` when the traces could not be analysed.
+    ``context``: the job's live facts the traces cannot show (``pipeline.analyze_paths``)."""
+    request = pickle.dumps((list(paths), catalog, dict(options), dict(context or {})))
     try:
         done = subprocess.run([sys.executable, "-m", "gpudoctor.live.profileanalysis"], input=request,
                               capture_output=True, timeout=timeout_s, check=False,
@@ -47,7 +50,7 @@ def analyze_profile_traces(paths: Sequence[str], catalog: Catalog, options: Mapp
         return None, f"the analysis took longer than {timeout_s:.0f} s and was stopped"
     except OSError:  # no child process possible here: analyse in this process
         try:
-            return _analyze(paths, catalog, options), None
+            return _analyze(paths, catalog, options, context), None
         except Exception as exc:
             return None, str(exc) or type(exc).__name__
     try:
@@ -62,8 +65,8 @@ def _child_main() -> int:
     """The child: read the request pickle from stdin, write ``(status, report or sentence)`` to stdout."""
     out = sys.stdout.buffer
     try:
-        paths, catalog, options = pickle.loads(sys.stdin.buffer.read())
-        result: tuple[str, Any] = ("ok", _analyze(paths, catalog, options))
+        paths, catalog, options, context = pickle.loads(sys.stdin.buffer.read())
+        result: tuple[str, Any] = ("ok", _analyze(paths, catalog, options, context))
     except BaseException as exc:  # everything goes back as one sentence
         result = ("error", str(exc) or type(exc).__name__)
     out.write(pickle.dumps(result))

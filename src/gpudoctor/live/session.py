@@ -30,7 +30,7 @@ from gpudoctor.catalog.merge import bound_by_live_input, merge_findings
 from gpudoctor.live import stacks as stacks_mod
 from gpudoctor.live.agentlink import AgentLink
 from gpudoctor.live.bottleneck import live_bottleneck, reconciled_bottleneck
-from gpudoctor.live.facts import build_factsets, steps_in_window
+from gpudoctor.live.facts import LOADER_CONTEXT, build_factsets, steps_in_window
 from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
 from gpudoctor.live.priority import lower_thread_priority
@@ -408,7 +408,9 @@ class LiveSession:
         trace = self._agent.take_finished_trace()
         if trace is None:
             return
-        findings, note, report = analyze_trace_set([trace], self.catalog, self.options)
+        with self._lock:
+            context = {k: self._live_job[k] for k in LOADER_CONTEXT if self._live_job.get(k) is not None}
+        findings, note, report = analyze_trace_set([trace], self.catalog, self.options, context)
         self._agent.mark_analysed()
         with self._lock:
             self._profile_findings = findings
@@ -470,11 +472,12 @@ class LiveSession:
         return False
 
 
-def analyze_trace_set(paths: list[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]]
-                      ) -> tuple[list[Finding], str, Any]:
+def analyze_trace_set(paths: list[str], catalog: Catalog, options: Mapping[str, Mapping[str, Any]],
+                      context: Mapping[str, Any] | None = None) -> tuple[list[Finding], str, Any]:
     """Findings of profile traces — one, or every rank's of one window — analysed as one set in a
-    child process; (findings, one-line note, the analyze report or None)."""
-    report, why = analyze_profile_traces(paths, catalog, options)
+    child process, with ``context`` (the job's live facts the traces cannot show); (findings,
+    one-line note, the analyze report or None)."""
+    report, why = analyze_profile_traces(paths, catalog, options, context=context)
     what = f"the profile trace {paths[0]}" if len(paths) == 1 else f"the profile traces of {len(paths)} ranks"
     if report is None:
         return [], f"could not analyse {what}: {why}", None

@@ -46,6 +46,9 @@ def run_factset(traces: Sequence[RankTrace], metrics: Sequence[RankMetrics]) -> 
         "world_size": world,
         "gpu_arch_major": min(majors) if majors else None,
         "trace_schema": ", ".join(sorted({t.schema for t in traces})),
+        # what the DataLoader's workers could still gain is not in a trace: a live session replaces this
+        # with its measured bound when it analyses its profile window (pipeline.judge_traces' context)
+        "loader_bound_text": "",
     }
     steps = [m.values.get("step_time_p50_ms") for m in metrics]
     numeric = [s for s in steps if isinstance(s, (int, float))]

@@ -1,0 +1,99 @@
+"""GD102's bound on what more DataLoader workers can gain: the CPUs, measured on a real third-party job.
+
+The numbers are the H200 runs of accelerate's ``examples/cv_example.py`` (bench/gpu/accelerate_cv_validation.py,
+bench/results/h200-accelerate-cv/): 16 CPUs, ResNet-50d on JPEGs decoded by 4 workers; as is 97.9 ms per
+step, 67% of it waiting for data, the GPU busy 18.2 ms; 8 workers measured 1.70× and 1.84×, 12 workers
+1.92× and 2.06×. After GD102's fix (8 workers): 50.3 ms, 63% waiting, the GPU busy 10.2 ms; 12 workers
+against those 8 measured 1.04× and 1.21× — the unbounded estimate had promised 1.80–2.74×.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from gpudoctor.catalog import load_catalog
+from gpudoctor.catalog.engine import evaluate
+from gpudoctor.live.facts import loader_values
+from gpudoctor.model import FactSet, Location, Source
+from gpudoctor.pipeline import analyze_paths
+
+CATALOG = load_catalog()
+
+
+def _job(**values: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"cpu_count_allowed": 16.0, "worker_count": 4, "worker_busy_count": 4,
+                            "worker_cpu_mean_pct": 95.0, "process_cpu_pct": 60.0}
+    base.update(values)
+    return base
+
+
+def test_cpu_bound_workers_can_grow_to_what_the_cpus_allow() -> None:
+    v = loader_values(_job())
+    assert v["loader_workers_usable"] == 14 and v["loader_scaling_max"] == pytest.approx(3.5)
+    assert "4 workers produce, the 16 CPUs fit 14" in v["loader_bound_text"]
+
+
+def test_the_agents_num_workers_beats_the_process_count() -> None:
+    # 16 worker processes, 8 of them the idle persistent workers of an evaluation loader
+    v = loader_values(_job(worker_count=16, worker_busy_count=8, loader_workers=8))
+    assert v["loader_scaling_max"] == pytest.approx(14 / 8)
+    assert loader_values(_job(worker_count=16, worker_busy_count=8))["loader_scaling_max"] == pytest.approx(14 / 8)
+
+
+def test_workers_that_fill_the_cpus_leave_nothing_to_scale() -> None:
+    v = loader_values(_job(loader_workers=14))
+    assert v["loader_scaling_max"] == 1.0 and "will not hide it" in v["loader_bound_text"]
+
+
+def test_loading_that_waits_on_storage_is_not_bounded_by_the_cpus() -> None:
+    v = loader_values(_job(cpu_count_allowed=2.0, worker_cpu_mean_pct=10.0, loader_workers=2))
+    assert v["loader_workers_usable"] == 16 and v["loader_scaling_max"] == pytest.approx(8.0)
+
+
+def test_loading_in_the_loop_gains_the_overlap_on_a_small_machine() -> None:
+    # 2 CPUs: one worker, as fast at loading as the loop; 90% of a 20 ms step is loading, so the input's
+    # period becomes 18 ms against a 20 ms step: 1.11× at best
+    v = loader_values(_job(cpu_count_allowed=2.0, worker_count=0, worker_busy_count=0, loader_workers=0,
+                           process_cpu_pct=100.0, data_wait_pct=90.0, step_time_ms=20.0))
+    assert v["loader_workers_usable"] == 1 and v["loader_scaling_max"] == pytest.approx(100 / 90)
+
+
+def _gd102(job: dict[str, Any]) -> tuple[float, float]:
+    job = {**job, **loader_values(job)}
+    fs = FactSet("job", Source.LIVE, job, Location(pid=10), timestamp=time.time())
+    found = [f for f in evaluate(CATALOG, [fs], [Source.LIVE]).findings if f.code == "GD102"]
+    assert found and found[0].impact is not None, found
+    return found[0].impact.est_speedup_low, found[0].impact.est_speedup_high
+
+
+def test_gd102_live_estimate_on_the_h200_cv_example_before_and_after_its_fix() -> None:
+    before = _job(data_wait_pct=67.0, step_time_ms=97.9, step_time_p50_ms=47.4, steps_per_s=10.22,
+                  gpu_busy_ms_per_step=18.2, loader_workers=4, window_steps=50)
+    low, high = _gd102(before)
+    assert low <= 1.92 and 2.06 <= high <= 3.1           # 12 workers measured 1.92× and 2.06×
+    after = _job(data_wait_pct=63.0, step_time_ms=50.3, step_time_p50_ms=15.2, steps_per_s=19.9,
+                 gpu_busy_ms_per_step=10.2, loader_workers=8, worker_count=16, worker_busy_count=8,
+                 window_steps=186)
+    low, high = _gd102(after)
+    assert high <= 1.8 and low <= 1.4                    # was 1.80–2.74×; 12 workers measured 1.04–1.21×
+    unbounded = {k: v for k, v in after.items() if k != "cpu_count_allowed"}   # no CPU count: no bound
+    fs = FactSet("job", Source.LIVE, unbounded, Location(pid=10), timestamp=time.time())
+    (finding,) = [f for f in evaluate(CATALOG, [fs], [Source.LIVE]).findings if f.code == "GD102"]
+    assert finding.impact is not None and finding.impact.est_speedup_high > 2.5
+
+
+def test_a_profile_windows_trace_is_bounded_by_the_live_context_a_trace_alone_is_not(
+        shared_traces: Any) -> None:
+    path = str(shared_traces / "h200" / "loader_bound.json.gz")
+    alone = analyze_paths([path])
+    (plain,) = [f for f in alone.findings if f.code == "GD102"]
+    context = loader_values(_job(loader_workers=8))            # 8 workers producing, 14 usable: 1.75×
+    with_live = analyze_paths([path], context=context)
+    (bounded,) = [f for f in with_live.findings if f.code == "GD102"]
+    assert plain.impact is not None and bounded.impact is not None
+    assert plain.impact.est_speedup_high > 8.0                  # 2.62–8.59×: workers hide all of it
+    assert bounded.impact.est_speedup_high == pytest.approx(1.75, abs=0.01)
+    assert "the 16 CPUs fit 14" in bounded.impact.basis and "fit" not in plain.impact.basis
