@@ -45,8 +45,11 @@ _ALWAYS = [('create_model("resnet50d", pretrained=True', 'create_model("resnet50
             "            optimizer.zero_grad()\n"
             "            print(f\"[{epoch}/{num_epochs}][{step}/{len(train_dataloader)}]\", flush=True)\n")]
 _WORKERS = ("num_workers=4)", "num_workers=12)")
-#: GD102's snippet as its rule file writes it (both loaders)
-_GD102 = ("num_workers=4)", "num_workers=8, pin_memory=True, persistent_workers=True, prefetch_factor=4)")
+#: GD102's snippet as its rule file writes it (both loaders): the CPUs less 2 (14 on the H200's 16)
+_GD102 = ("num_workers=4)", "num_workers=min(16, len(os.sched_getaffinity(0)) - 2), pin_memory=True, "
+          "persistent_workers=True, prefetch_factor=4)")
+#: the snippet before 4 Dec 2026 (run1 and run2's "gd102"): 8 workers
+_GD102_8 = ("num_workers=4)", "num_workers=8, pin_memory=True, persistent_workers=True, prefetch_factor=4)")
 _PERSISTENT = ("num_workers=4)", "num_workers=4, persistent_workers=True)")
 
 #: variant -> (edits to cv_example.py, ``accelerate launch`` flags); ``name#2`` runs a variant again
@@ -55,6 +58,7 @@ VARIANTS: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
     "workers_12": ([_WORKERS], []),
     "persistent": ([_PERSISTENT], []),
     "gd102": ([_GD102], []),
+    "gd102_8": ([_GD102_8], []),
     "bf16": ([], ["--mixed_precision", "bf16"]),
     "compile": ([], ["--dynamo_backend", "inductor"]),
     "gd102_bf16": ([_GD102], ["--mixed_precision", "bf16"]),
