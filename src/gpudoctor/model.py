@@ -197,6 +197,7 @@ class Finding:
     impact_note: str = ""  # why there is no impact, when there is none
     also_sources: tuple[Source, ...] = ()  # other sources whose evidence agreed (merged findings)
     overlaps: tuple[str, ...] = ()  # the rule's ``overlaps``: rules whose cost is partly this one's (catalog)
+    estimate_from: tuple[Source, ...] = ()  # the rule's ``estimate_from``: whose estimate a merge keeps first
 
     @property
     def key(self) -> tuple[str, str]:

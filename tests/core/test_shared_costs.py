@@ -78,3 +78,25 @@ message = "m"
 '''
     with pytest.raises(RuleFileError, match="overlaps"):
         parse_rule_text(text)
+
+
+@pytest.mark.parametrize(("value", "ok"), [('["live", "trace"]', True), ('["agent"]', False), ('"live"', False)])
+def test_estimate_from_names_sources(value: str, ok: bool) -> None:
+    text = f'''+++
+code = "GD500"
+name = "some-problem"
+title = "t"
+estimate_from = {value}
+
+[[when]]
+source = "trace"
+scope = "rank"
+condition = "idle_pct > 1"
+message = "m"
++++
+'''
+    if ok:
+        assert parse_rule_text(text).estimate_from == (Source.LIVE, Source.TRACE)
+    else:
+        with pytest.raises(RuleFileError, match="estimate_from"):
+            parse_rule_text(text)

@@ -17,7 +17,7 @@ import pytest
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
 from gpudoctor.live.facts import loader_values
-from gpudoctor.model import FactSet, Location, Source
+from gpudoctor.model import FactSet, Location, Severity, Source
 from gpudoctor.pipeline import analyze_paths
 
 CATALOG = load_catalog()
@@ -49,8 +49,16 @@ def test_workers_that_fill_the_cpus_leave_nothing_to_scale() -> None:
 
 
 def test_loading_that_waits_on_storage_is_not_bounded_by_the_cpus() -> None:
-    v = loader_values(_job(cpu_count_allowed=2.0, worker_cpu_mean_pct=10.0, loader_workers=2))
+    v = loader_values(_job(cpu_count_allowed=2.0, worker_count=2, worker_busy_count=0, worker_cpu_mean_pct=10.0,
+                           loader_workers=2))
     assert v["loader_workers_usable"] == 16 and v["loader_scaling_max"] == pytest.approx(8.0)
+
+
+def test_an_idle_evaluation_loader_does_not_make_busy_workers_look_storage_bound() -> None:
+    # the H200 run3 state after GD102's snippet: 14 training workers at ~77% CPU, 14 persistent evaluation
+    # workers idle; the mean over all 28 is below half a core, yet the producing ones are CPU-bound
+    v = loader_values(_job(worker_count=28, worker_busy_count=14, worker_cpu_mean_pct=38.0, loader_workers=14))
+    assert v["loader_workers_usable"] == 14 and v["loader_scaling_max"] == 1.0
 
 
 def test_loading_in_the_loop_gains_the_overlap_on_a_small_machine() -> None:
@@ -97,3 +105,24 @@ def test_a_profile_windows_trace_is_bounded_by_the_live_context_a_trace_alone_is
     assert plain.impact.est_speedup_high > 8.0                  # 2.62–8.59×: workers hide all of it
     assert bounded.impact.est_speedup_high == pytest.approx(1.75, abs=0.01)
     assert "the 16 CPUs fit 14" in bounded.impact.basis and "fit" not in plain.impact.basis
+
+
+def test_a_merged_gd102_keeps_the_agents_estimate_over_the_profile_windows() -> None:
+    # run3 on the H200: the window's 5 steps were 41.6 ms (batches ready), the loop's mean 110 ms
+    from dataclasses import replace
+
+    from gpudoctor.catalog.merge import merge_findings
+    from gpudoctor.model import Finding, Impact
+
+    rule = CATALOG.get("GD102")
+    assert rule is not None and rule.estimate_from == (Source.LIVE, Source.TRACE)
+    base = Finding(code="GD102", name="input-bound", severity=Severity.CRITICAL, title="t", message="m",
+                   source=Source.TRACE, evidence=(), fix=rule.fix, estimate_from=rule.estimate_from)
+    trace = replace(base, impact=Impact(37.5, 50.6, 1.673, 2.352, "window", "host"))
+    live = replace(base, source=Source.LIVE, impact=Impact(73.3, 66.3, 1.87, 2.97, "agent", "host"))
+    (merged,) = merge_findings([trace, live])
+    assert merged.source is Source.LIVE and merged.also_sources == (Source.TRACE,)
+    assert merged.impact is not None and merged.impact.est_speedup_high == 2.97
+    # a rule that says nothing keeps the trace's (kernel-measured) estimate
+    (other,) = merge_findings([replace(trace, estimate_from=()), replace(live, estimate_from=())])
+    assert other.source is Source.TRACE

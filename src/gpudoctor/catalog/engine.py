@@ -143,4 +143,5 @@ def _finding(rule: Rule, when: When, fs: FactSet, env: dict[str, Any], options: 
         impact=verdict.impact,
         impact_note=verdict.note,
         overlaps=rule.overlaps,
+        estimate_from=rule.estimate_from,
     )

@@ -3,9 +3,9 @@
 Why this exists: a job watched live with a profile window has the same problem seen twice — GD201
 from GPM tensor-core activity and GD201 from the trace's fp32 kernels — and a report that lists both,
 with different severities, makes the user wonder which to believe. Here findings of one rule at one
-place are merged: the one with the strongest evidence is kept (an estimate beats none; a trace
-estimate, measured from kernels, beats a live one; then the higher severity) and the others' sources
-are listed beside it.
+place are merged: the one with the strongest evidence is kept (an estimate beats none; then the
+source the rule's ``estimate_from`` trusts first; then the higher severity; a trace estimate, measured
+from kernels, beats a live one) and the others' sources are listed beside it.
 
 A place is a file position for static findings, a rank for a multi-rank job, and "the job" otherwise
 (a live job fact set and the rank-0 trace of the same single process are one place).
@@ -36,8 +36,12 @@ def place_of(finding: Finding) -> tuple[str, object]:
     return ("job", None)
 
 
-def _strength(finding: Finding) -> tuple[int, int, int, float]:
-    return (int(finding.impact is not None), finding.severity.rank, _SOURCE_TRUST[finding.source],
+def _strength(finding: Finding) -> tuple[int, int, int, int, float]:
+    # a rule may say whose estimate to believe first (GD102: the agent's wait over hundreds of steps,
+    # not a 5-step profile window that caught the steps whose batches were ready)
+    preferred = (len(finding.estimate_from) - finding.estimate_from.index(finding.source)
+                 if finding.impact is not None and finding.source in finding.estimate_from else 0)
+    return (int(finding.impact is not None), preferred, finding.severity.rank, _SOURCE_TRUST[finding.source],
             finding.gain)
 
 

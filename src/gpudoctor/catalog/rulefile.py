@@ -68,6 +68,9 @@ class Rule:
     #: rules whose measured cost is partly this one's (the same wait, the same kernels, the same fix):
     #: when both fire, the one listed lower says that its gain is not in addition (catalog/merge.py)
     overlaps: tuple[str, ...] = field(default_factory=tuple)
+    #: whose estimate a merged finding keeps when several sources' agree (catalog/merge.py); empty: the
+    #: default order (trace, live, env, static)
+    estimate_from: tuple[Source, ...] = field(default_factory=tuple)
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -152,7 +155,17 @@ def _parse(text: str, path: Path | None) -> Rule:
         path=path,
         tags=_names(meta.get("tags", ()), "tags"),
         overlaps=_codes(meta.get("overlaps", ()), code),
+        estimate_from=_sources(meta.get("estimate_from", ())),
     )
+
+
+def _sources(raw: Any) -> tuple[Source, ...]:
+    """``estimate_from``: source names, most trusted first."""
+    names = _names(raw, "estimate_from")
+    try:
+        return tuple(Source(n) for n in names)
+    except ValueError:
+        raise ValueError(f"estimate_from: {list(names)!r} must name sources: live, trace, static, env") from None
 
 
 def _codes(raw: Any, own: str) -> tuple[str, ...]:

@@ -158,9 +158,15 @@ def loader_values(job: dict[str, Any]) -> dict[str, Any]:
     local_ranks = job.get("local_world_size")
     per_rank = cpus / local_ranks if isinstance(local_ranks, int) and local_ranks > 1 else cpus
     usable = max(1, min(LOADER_WORKERS_MAX, int(per_rank) - LOADER_CPUS_KEPT))
-    loading_cpu = job.get("worker_cpu_mean_pct") if producing else job.get("process_cpu_pct")
-    if isinstance(loading_cpu, (int, float)) and loading_cpu < LOADER_CPU_BOUND_PCT:
-        usable = LOADER_WORKERS_MAX     # loading waits on storage, not on CPUs: workers beyond the CPUs help
+    # loading waits on storage, not on CPUs, when no worker uses half a core (the mean over all workers
+    # would count an evaluation loader's idle persistent ones), or the loop that loads uses less than that
+    if producing:
+        storage_bound = job.get("worker_count", 0) > 0 and not job.get("worker_busy_count")
+    else:
+        cpu = job.get("process_cpu_pct")
+        storage_bound = isinstance(cpu, (int, float)) and cpu < LOADER_CPU_BOUND_PCT
+    if storage_bound:
+        usable = LOADER_WORKERS_MAX     # workers beyond the CPUs overlap the waits
     if producing:
         scaling = max(1.0, usable / producing)
     else:
