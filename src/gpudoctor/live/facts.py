@@ -29,8 +29,8 @@ STARTUP_GRACE_S = 180.0
 #: its pin-memory thread, at most LOADER_WORKERS_MAX (GD102's snippet and its estimate use the same count)
 LOADER_CPUS_KEPT = 2
 LOADER_WORKERS_MAX = 16
-#: Loading that uses less CPU than this (the workers' mean, or the loop's own when it loads) waits on
-#: storage: more workers than CPUs still help it, up to LOADER_WORKERS_MAX
+#: Loading whose workers each use less CPU than this (none is "busy"), or the loop's own when it loads,
+#: waits on storage: more workers than CPUs still help it, up to LOADER_WORKERS_MAX
 LOADER_CPU_BOUND_PCT = 50.0
 #: The facts a profile window's trace analysis gets from the live session (trace ``run`` scope)
 LOADER_CONTEXT = ("loader_workers_usable", "loader_scaling_max", "loader_bound_text")
@@ -140,12 +140,14 @@ def loader_values(job: dict[str, Any]) -> dict[str, Any]:
     waiting on storage); persistent workers of a loader not in use (an evaluation loader during
     training) sit idle and do not count. ``loader_workers_usable``: the workers the CPUs allow,
     shared among the local ranks (:data:`LOADER_WORKERS_MAX` when loading hardly uses CPU: it waits
-    on storage, and workers beyond the CPUs overlap those waits). ``loader_scaling_max``: how many times shorter the input's period
-    can get — usable ÷ producing workers, as workers do not scale past the CPUs; for loading in the
-    loop (no workers), step ÷ (its wait ÷ usable workers), a worker being about as fast at loading as
-    the loop was, its batches overlapping the step. Measured on the
-    H200's 16 CPUs (accelerate's cv_example, ResNet-50d on decoded JPEGs): 4 → 8 workers 1.70×/1.84×,
-    4 → 12 workers 1.92×/2.06× (bench/results/h200-accelerate-cv/).
+    on storage, and workers beyond the CPUs overlap those waits). ``loader_scaling_max``: how many
+    times shorter the input's period can get — usable ÷ producing workers, as workers do not scale
+    past the CPUs; for loading in the loop (no workers), step ÷ (its wait ÷ usable workers), a worker
+    being about as fast at loading as the loop was, its batches overlapping the step.
+
+    Measured on the H200's 16 CPUs (accelerate's cv_example, ResNet-50d on decoded JPEGs): 4 → 8
+    workers 1.70–2.08× in three runs, 4 → 12 workers 1.92×/2.06×, 4 → 14 (with pinned memory and
+    persistent workers) 3.20×/2.73× (bench/results/h200-accelerate-cv/).
     """
     cpus = job.get("cpu_count_allowed")
     if not isinstance(cpus, (int, float)) or cpus <= 0:
