@@ -126,3 +126,24 @@ def test_a_merged_gd102_keeps_the_agents_estimate_over_the_profile_windows() -> 
     # a rule that says nothing keeps the trace's (kernel-measured) estimate
     (other,) = merge_findings([replace(trace, estimate_from=()), replace(live, estimate_from=())])
     assert other.source is Source.TRACE
+
+
+def _gd305(affinity: int, omp: str, loop_cpu_pct: float, busy_workers: int) -> list[str]:
+    from gpudoctor.live.facts import build_factsets
+    from gpudoctor.live.samples import ProcessSample, WorkerSample
+
+    workers = tuple(WorkerSample(100 + i, 80.0, 300.0) for i in range(busy_workers))
+    proc = ProcessSample(time.time(), 10, True, cpu_pct=loop_cpu_pct, num_threads=40,
+                         cpu_affinity=tuple(range(affinity)), workers=workers, env={"OMP_NUM_THREADS": omp})
+    factsets = build_factsets(10, [], proc, None, None, None, 600.0)
+    return [f.message for f in evaluate(CATALOG, factsets, [Source.LIVE]).findings if f.code == "GD305"]
+
+
+def test_gd102s_advice_does_not_read_as_oversubscription() -> None:
+    # the H200 after GD102's snippet: 14 busy workers beside a 16-thread pool that mostly sleeps, 16 CPUs
+    assert _gd305(16, "16", loop_cpu_pct=106.0, busy_workers=14) == []
+    # a container of 4 CPUs whose process sized its pool to a 64-core host: oversubscribed however idle
+    (message,) = _gd305(4, "64", loop_cpu_pct=100.0, busy_workers=2)
+    assert message.startswith("66 compute threads (the loop's 64 of 64 intra-op + 2 busy workers)")
+    # the pool within the CPUs, but the loop keeps 15 cores busy next to 14 workers on 16 CPUs
+    assert _gd305(16, "16", loop_cpu_pct=1490.0, busy_workers=14)

@@ -266,7 +266,8 @@ loader_scaling_max                       live:job                               
 loader_bound_text                        live:job                                      text    live.facts       the workers' bound in words, for GD102's basis
 omp_num_threads                          live:job                                      count   live.facts       OMP_NUM_THREADS of the target
 intraop_threads                          live:job                                      count   live.facts       torch's intra-op pool size (OMP_NUM_THREADS or the machine's cores)
-compute_threads                          live:job                                      count   live.facts       intra-op threads + busy workers
+loop_compute_threads                     live:job                                      count   live.facts       the training process's busy threads: its intra-op pool when sized beyond the allowed CPUs, else the cores it uses
+compute_threads                          live:job                                      count   live.facts       the loop's compute threads + busy workers
 compute_threads_per_cpu                  live:job                                      number  live.facts       compute threads per allowed CPU
 python_version                           live:job                                      text    live.facts       the target's Python version
 nccl_env                                 live:job                                      list    live.facts       NCCL_* variables of the target

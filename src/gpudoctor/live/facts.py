@@ -10,6 +10,7 @@ Pure functions, no I/O, no threads: easy to test with recorded samples.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from statistics import fmean
@@ -126,7 +127,16 @@ def process_values(proc: ProcessSample) -> dict[str, Any]:
                        "nccl_transports_disabled_text": ", ".join(disabled) or "none"})
     values["local_world_size"] = _int(env.get("LOCAL_WORLD_SIZE"))
     if proc.cpu_pct is not None or workers:
-        compute = intraop + busy_workers
+        # the intra-op pool counts whole when it is sized beyond the CPUs the process may use (torch's
+        # default in a container: the host's cores); within them, only the cores the loop keeps busy — a
+        # GPU loop's pool mostly sleeps, and 14 workers beside a 16-thread pool on 16 CPUs are not
+        # oversubscribed (GD102's snippet on the H200: 3.20x, the CPUs 75% busy)
+        if proc.cpu_pct is None or (allowed and intraop > allowed):
+            loop = intraop
+        else:
+            loop = max(1, math.ceil(proc.cpu_pct / 100.0))
+        compute = loop + busy_workers
+        values["loop_compute_threads"] = loop
         values["compute_threads"] = compute
         values["compute_threads_per_cpu"] = compute / allowed if allowed else None
     return values
