@@ -68,7 +68,7 @@ VARIANTS: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
 
 
 def variant(name: str) -> str:
-    base = name.split("#", 1)[0]
+    base = patchruns.variant_of(name)
     if base not in VARIANTS:
         raise SystemExit(f"no variant {base!r}: one of {', '.join(VARIANTS)}")
     return base
@@ -147,24 +147,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{time.strftime('%H:%M:%S')} skipped {name}: over --budget-s", flush=True)
                 continue
             cmd, folder = command(python, work, original, name, data)
-            rec = patchruns.plain_rate(cmd, folder, _PROGRESS, args.seconds, warm, sample_cpu=True)
-            print(f"{time.strftime('%H:%M:%S')} plain {name}: {rec}", flush=True)
-            results[name] = {"plain": rec, "command": cmd[2:]}
-            if variant(name) in to_diagnose:
-                to_diagnose.discard(variant(name))
-                diag = patchruns.diagnose(gpudoctor, cmd, folder, args.duration, work,
-                                          f"acc_cv_{name.replace('#', '_')}", args.out, BATCH)
-                results[name]["gpudoctor"] = diag
-                print(f"    watched PID {diag.get('target_pid')}", flush=True)
-                patchruns.print_findings(diag)
+            diagnose = variant(name) in to_diagnose
+            to_diagnose.discard(variant(name))
+            results[name] = patchruns.measure(name, cmd, folder, _PROGRESS, args.seconds, warm,
+                                              args.duration if diagnose else None, gpudoctor, work, args.out,
+                                              "acc_cv", BATCH, sample_cpu=True)
     (args.out / "accelerate_cv_validation.json").write_text(json.dumps(results, indent=1))
-    base_rates = [rec["plain"]["it_per_s"] for name, rec in results.items()
-                  if variant(name) == args.baseline and rec["plain"].get("it_per_s")]
-    base = round(sum(base_rates) / len(base_rates), 2) if base_rates else None
-    print(f"\n| variant | it/s (no tool) | × {args.baseline} ({base}) |\n|---|---|---|")
-    for name, rec in results.items():
-        rate = rec["plain"].get("it_per_s")
-        print(f"| {name} | {rate} | {round(rate / base, 2) if rate and base else '-'} |")
+    patchruns.print_rate_table(results, args.baseline)
     return 0
 
 

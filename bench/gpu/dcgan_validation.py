@@ -23,7 +23,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +90,7 @@ VARIANTS: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
 
 def variant(name: str) -> str:
     """The VARIANTS key of a run's name: ``persistent_workers_8#2`` is ``persistent_workers_8`` run again."""
-    base = name.split("#", 1)[0]
+    base = patchruns.variant_of(name)
     if base not in VARIANTS:
         raise SystemExit(f"no variant {base!r}: one of {', '.join(VARIANTS)}")
     return base
@@ -140,23 +139,13 @@ def main(argv: list[str] | None = None) -> int:
             # compiling (and recording CUDA graphs) takes the first tens of seconds of every compile variant
             warm = args.warmup + (40.0 if "compile" in variant(name) else 0.0)
             cmd = [python, str(script), *base_args(name, script.parent / "out")]
-            rec = patchruns.plain_rate(cmd, script.parent, _PROGRESS, args.seconds, warm)
-            print(f"{time.strftime('%H:%M:%S')} plain {name}: {rec}", flush=True)
-            results[name] = {"plain": rec}
-            if variant(name) in to_diagnose:
-                to_diagnose.discard(variant(name))
-                diag = patchruns.diagnose(gpudoctor, cmd, script.parent, args.duration, work,
-                                          f"dcgan_{name.replace('#', '_')}", args.out, 64)
-                results[name]["gpudoctor"] = diag
-                patchruns.print_findings(diag)
+            diagnose = variant(name) in to_diagnose
+            to_diagnose.discard(variant(name))
+            results[name] = patchruns.measure(name, cmd, script.parent, _PROGRESS, args.seconds, warm,
+                                              args.duration if diagnose else None, gpudoctor, work, args.out,
+                                              "dcgan", 64)
     (args.out / "dcgan_validation.json").write_text(json.dumps(results, indent=1))
-    base_rates = [rec["plain"]["it_per_s"] for name, rec in results.items()
-                  if variant(name) == args.baseline and rec["plain"].get("it_per_s")]
-    base = round(sum(base_rates) / len(base_rates), 2) if base_rates else None
-    print(f"\n| variant | it/s (no tool) | × {args.baseline} ({base}) |\n|---|---|---|")
-    for name, rec in results.items():
-        rate = rec["plain"].get("it_per_s")
-        print(f"| {name} | {rate} | {round(rate / base, 2) if rate and base else '-'} |")
+    patchruns.print_rate_table(results, args.baseline)
     return 0
 
 

@@ -61,13 +61,13 @@ def test_every_overlap_names_a_rule_of_the_catalog() -> None:
     assert named <= codes
 
 
-@pytest.mark.parametrize("overlaps", ['["GD9"]', '["GD500"]', '"GD102"'])
-def test_a_bad_overlaps_entry_is_a_rule_file_error(overlaps: str) -> None:
-    text = f'''+++
+def _rule_text(extra: str) -> str:
+    """A minimal rule file with one more front-matter line."""
+    return f'''+++
 code = "GD500"
 name = "some-problem"
 title = "t"
-overlaps = {overlaps}
+{extra}
 
 [[when]]
 source = "trace"
@@ -76,25 +76,18 @@ condition = "idle_pct > 1"
 message = "m"
 +++
 '''
+
+
+@pytest.mark.parametrize("overlaps", ['["GD9"]', '["GD500"]', '"GD102"'])
+def test_a_bad_overlaps_entry_is_a_rule_file_error(overlaps: str) -> None:
+    text = _rule_text(f"overlaps = {overlaps}")
     with pytest.raises(RuleFileError, match="overlaps"):
         parse_rule_text(text)
 
 
 @pytest.mark.parametrize(("value", "ok"), [('["live", "trace"]', True), ('["agent"]', False), ('"live"', False)])
 def test_estimate_from_names_sources(value: str, ok: bool) -> None:
-    text = f'''+++
-code = "GD500"
-name = "some-problem"
-title = "t"
-estimate_from = {value}
-
-[[when]]
-source = "trace"
-scope = "rank"
-condition = "idle_pct > 1"
-message = "m"
-+++
-'''
+    text = _rule_text(f"estimate_from = {value}")
     if ok:
         assert parse_rule_text(text).estimate_from == (Source.LIVE, Source.TRACE)
     else:

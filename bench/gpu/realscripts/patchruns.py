@@ -168,3 +168,35 @@ def print_findings(diag: dict[str, Any]) -> None:
               f"–{imp.get('est_speedup_high')} cost {imp.get('cost_pct_of_step')}%", flush=True)
     print(f"    agent steps/s {diag.get('steps_per_s')} bound {(diag.get('bottleneck') or {}).get('label')}"
           f" data_wait {diag.get('data_wait_pct')} {diag.get('error') or ''}", flush=True)
+
+
+def variant_of(name: str) -> str:
+    """The variant a run's name names: ``as_is#2`` is ``as_is`` run again in the same call."""
+    return name.split("#", 1)[0]
+
+
+def print_rate_table(results: dict[str, Any], baseline: str) -> None:
+    """Each run's it/s and its ratio to the mean of the ``baseline`` variant's runs."""
+    base_rates = [rec["plain"]["it_per_s"] for name, rec in results.items()
+                  if variant_of(name) == baseline and rec["plain"].get("it_per_s")]
+    base = round(sum(base_rates) / len(base_rates), 2) if base_rates else None
+    print(f"\n| variant | it/s (no tool) | × {baseline} ({base}) |\n|---|---|---|")
+    for name, rec in results.items():
+        rate = rec["plain"].get("it_per_s")
+        print(f"| {name} | {rate} | {round(rate / base, 2) if rate and base else '-'} |")
+
+
+def measure(name: str, cmd: list[str], cwd: Path, progress: re.Pattern[bytes], seconds: float, warmup_s: float,
+            diagnose_s: float | None, gpudoctor: list[str], work: Path, keep: Path, prefix: str, batch: int,
+            sample_cpu: bool = False) -> dict[str, Any]:
+    """One run of a variant: timed alone (``plain``), then under ``gpudoctor run`` for ``diagnose_s``
+    seconds when given (``gpudoctor``), each printed as it ends."""
+    rec = plain_rate(cmd, cwd, progress, seconds, warmup_s, sample_cpu=sample_cpu)
+    print(f"{time.strftime('%H:%M:%S')} plain {name}: {rec}", flush=True)
+    out: dict[str, Any] = {"plain": rec, "command": cmd[1:]}
+    if diagnose_s is not None:
+        diag = diagnose(gpudoctor, cmd, cwd, diagnose_s, work, f"{prefix}_{name.replace('#', '_')}", keep, batch)
+        out["gpudoctor"] = diag
+        print(f"    watched PID {diag.get('target_pid')}", flush=True)
+        print_findings(diag)
+    return out
