@@ -147,3 +147,16 @@ def test_gd102s_advice_does_not_read_as_oversubscription() -> None:
     assert message.startswith("66 compute threads (the loop's 64 of 64 intra-op + 2 busy workers)")
     # the pool within the CPUs, but the loop keeps 15 cores busy next to 14 workers on 16 CPUs
     assert _gd305(16, "16", loop_cpu_pct=1490.0, busy_workers=14)
+
+
+def test_the_accelerate_window_names_the_overlap_of_its_gaps_and_its_pageable_copies() -> None:
+    # the H200 run3 profile window of accelerate's cv_example, as is: a 137 ms gap; of the 16.5 ms/step of
+    # host work around it GD102's snippet (pinned memory) took 5.6 ms, and GD304 was gone afterwards
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parents[1] / "data" / "trace" / "h200_accelerate_cv_as_is.json.gz"
+    findings = {f.code: f for f in analyze_paths([str(trace)]).findings}
+    assert {"GD102", "GD302", "GD304"} <= set(findings)
+    gd302 = findings["GD302"]
+    assert gd302.impact is not None and gd302.impact.shares_cost_with == "GD304"
+    assert findings["GD102"].impact is not None and findings["GD102"].impact.shares_cost_with is None
