@@ -46,7 +46,7 @@ _ALWAYS = [('create_model("resnet50d", pretrained=True', 'create_model("resnet50
             "            print(f\"[{epoch}/{num_epochs}][{step}/{len(train_dataloader)}]\", flush=True)\n")]
 _WORKERS = ("num_workers=4)", "num_workers=12)")
 #: GD102's snippet as its rule file writes it (both loaders): the CPUs less 2 (14 on the H200's 16)
-_GD102 = ("num_workers=4)", "num_workers=min(16, len(os.sched_getaffinity(0)) - 2), pin_memory=True, "
+_GD102 = ("num_workers=4)", "num_workers=max(1, min(16, len(os.sched_getaffinity(0)) - 2)), pin_memory=True, "
           "persistent_workers=True, prefetch_factor=4)")
 #: the snippet before 4 Dec 2026 (run1 and run2's "gd102"): 8 workers
 _GD102_8 = ("num_workers=4)", "num_workers=8, pin_memory=True, persistent_workers=True, prefetch_factor=4)")

@@ -71,7 +71,7 @@ async def test_enter_opens_the_fix_before_and_after(tmp_path: Path) -> None:
         assert isinstance(app.screen, FixScreen)
         text = screen_text(app)
         assert "Before" in text and "After" in text
-        assert "num_workers=min(16" in text and "loader = DataLoader(dataset, batch_size=32, shuffle=True)" in text
+        assert "os.sched_getaffinity(0)) - 2)" in text and "loader = DataLoader(dataset, batch_size=32, shuffle=True)" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, FixScreen)
 

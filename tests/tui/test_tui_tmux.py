@@ -86,7 +86,7 @@ def test_attach_dashboard_shows_finding_and_fix_and_q_leaves_target_running(
     wanted = ("GD102", "input-bound", "evidence", "data_wait_pct", "data wait", f"pid {training.pid}")
     tmux.wait_for(lambda s: all(w in s for w in wanted), 60)
     tmux.keys("Enter")  # open the highlighted finding's fix (GD102 is the only critical one: first)
-    tmux.wait_for(lambda s: all(w in s for w in ("Before", "After", "num_workers=min(16")), 10)
+    tmux.wait_for(lambda s: all(w in s for w in ("Before", "After", "os.sched_getaffinity(0)) - 2)")), 10)
     tmux.keys("Escape")
     time.sleep(0.5)  # ESC followed at once by q would read as Alt+q
     tmux.keys("q")

@@ -188,7 +188,7 @@ def loader_values(job: dict[str, Any]) -> dict[str, Any]:
         known = isinstance(wait, (int, float)) and wait > 0 and isinstance(step, (int, float)) and step > 0
         scaling = max(1.0, 100.0 * usable / wait) if known else float(usable)  # type: ignore[operator]
     if not producing:
-        text = f"; loading moves out of the loop into up to {usable} workers"
+        text = f"; loading moves out of the loop into up to {usable} worker{'s' if usable > 1 else ''}"
     elif scaling < 1.1:
         text = (f"; but {producing} workers already use what the {cpus:.0f} CPUs allow: more workers "
                 "will not hide it, cheaper samples will (GD104)")
