@@ -198,6 +198,7 @@ class Finding:
     also_sources: tuple[Source, ...] = ()  # other sources whose evidence agreed (merged findings)
     overlaps: tuple[str, ...] = ()  # the rule's ``overlaps``: rules whose cost is partly this one's (catalog)
     estimate_from: tuple[Source, ...] = ()  # the rule's ``estimate_from``: whose estimate a merge keeps first
+    cleared_by: tuple[Source, ...] = ()  # the rule's ``cleared_by``: whose clean judgement withdraws it unestimated
 
     @property
     def key(self) -> tuple[str, str]:

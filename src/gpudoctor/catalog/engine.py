@@ -144,4 +144,5 @@ def _finding(rule: Rule, when: When, fs: FactSet, env: dict[str, Any], options: 
         impact_note=verdict.note,
         overlaps=rule.overlaps,
         estimate_from=rule.estimate_from,
+        cleared_by=rule.cleared_by,
     )

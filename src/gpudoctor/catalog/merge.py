@@ -15,8 +15,9 @@ What it must not do: evaluate rules or change evidence.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from gpudoctor.model import Finding, Severity, Source, sort_findings
 
@@ -118,3 +119,21 @@ def bound_by_live_input(findings: Iterable[Finding], data_wait_pct: float | None
             out[i] = replace(f, severity=Severity.INFO,
                              impact=replace(f.impact, basis=f.impact.basis + note, after=INPUT_RULE))
     return out
+
+
+def judged_clear(catalog: Iterable[Any], source: Source, findings: Iterable[Finding],
+                 not_evaluated: Iterable[Any]) -> frozenset[str]:
+    """Codes of the rules that ``source`` judged and found nothing: rules with a block for it, neither
+    among its findings nor among what it could not evaluate (a profile window's analysis)."""
+    fired = {f.code for f in findings if f.source is source}
+    undecided = {n.code for n in not_evaluated if n.source is source}
+    return frozenset(r.code for r in catalog if source in r.sources) - fired - undecided
+
+
+def withdraw_cleared(findings: Iterable[Finding], cleared: Mapping[Source, frozenset[str]]) -> list[Finding]:
+    """Findings without an estimate whose rule names, in ``cleared_by``, a source that judged it and
+    found nothing (GD202 live: "TF32 is off for matmuls … how much GPU time they take needs a profile
+    window"; the window measured it below the rule's threshold on accelerate's cv_example, whose
+    convolutions already ran in TF32) are left out."""
+    return [f for f in findings
+            if f.impact is not None or not any(f.code in cleared.get(s, frozenset()) for s in f.cleared_by)]

@@ -71,6 +71,9 @@ class Rule:
     #: whose estimate a merged finding keeps when several sources' agree (catalog/merge.py); empty: the
     #: default order (trace, live, env, static)
     estimate_from: tuple[Source, ...] = field(default_factory=tuple)
+    #: sources whose judgement withdraws this rule's findings that carry no estimate: a profile window's
+    #: trace that judged the rule and found nothing measures what the live reading could only suspect
+    cleared_by: tuple[Source, ...] = field(default_factory=tuple)
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -155,17 +158,18 @@ def _parse(text: str, path: Path | None) -> Rule:
         path=path,
         tags=_names(meta.get("tags", ()), "tags"),
         overlaps=_codes(meta.get("overlaps", ()), code),
-        estimate_from=_sources(meta.get("estimate_from", ())),
+        estimate_from=_sources(meta.get("estimate_from", ()), "estimate_from"),
+        cleared_by=_sources(meta.get("cleared_by", ()), "cleared_by"),
     )
 
 
-def _sources(raw: Any) -> tuple[Source, ...]:
-    """``estimate_from``: source names, most trusted first."""
-    names = _names(raw, "estimate_from")
+def _sources(raw: Any, key: str) -> tuple[Source, ...]:
+    """``estimate_from`` / ``cleared_by``: source names (most trusted first)."""
+    names = _names(raw, key)
     try:
         return tuple(Source(n) for n in names)
     except ValueError:
-        raise ValueError(f"estimate_from: {list(names)!r} must name sources: live, trace, static, env") from None
+        raise ValueError(f"{key}: {list(names)!r} must name sources: live, trace, static, env") from None
 
 
 def _codes(raw: Any, own: str) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from typing import Any
 from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.catalog import Catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.catalog.merge import bound_by_live_input, merge_findings
+from gpudoctor.catalog.merge import bound_by_live_input, judged_clear, merge_findings, withdraw_cleared
 from gpudoctor.live import stacks as stacks_mod
 from gpudoctor.live.agentlink import AgentLink
 from gpudoctor.live.bottleneck import live_bottleneck, reconciled_bottleneck
@@ -109,6 +109,7 @@ class LiveSession:
         self._findings: list[Finding] = []
         self._not_evaluated: list[NotEvaluated] = []
         self._profile_findings: list[Finding] = []
+        self._trace_clear: frozenset[str] = frozenset()   # rules the last profile window judged and cleared
         self._profile_bottleneck: Bottleneck | None = None  # from the last profile window's trace
         self._live_bottleneck: Bottleneck | None = None     # from the agent's timings and NVML
         self._live_job: dict[str, Any] = {}                   # the last window's job facts (data wait, step)
@@ -401,6 +402,8 @@ class LiveSession:
         with self._lock:
             self._profile_findings = findings
             self._rank_profile_rows = rank_profile_rows(report)
+            if report is not None:
+                self._trace_clear = judged_clear(self.catalog, Source.TRACE, report.findings, report.not_evaluated)
             self._notes["profile"] = note
 
     def _merge_profile_findings(self) -> None:
@@ -414,6 +417,8 @@ class LiveSession:
         self._agent.mark_analysed()
         with self._lock:
             self._profile_findings = findings
+            if report is not None:
+                self._trace_clear = judged_clear(self.catalog, Source.TRACE, report.findings, report.not_evaluated)
             if report is not None and report.bottleneck is not None:
                 self._profile_bottleneck = report.bottleneck
             if note:
@@ -428,15 +433,21 @@ class LiveSession:
     def _snapshot_locked(self) -> Snapshot:
         latest_gpus = self._gpu_hist[-1] if self._gpu_hist else ()
         wait = self._live_job.get("data_wait_pct")
+        seen = [*self._findings, *self._profile_findings]
+        kept = withdraw_cleared(seen, {Source.TRACE: self._trace_clear})
+        withdrawn = sorted({f.code for f in seen} - {f.code for f in kept})
+        notes = tuple(self._notes.values()) + ((
+            f"{', '.join(withdrawn)}: the profile window judged it and found nothing to fix; the live reading, "
+            "which could not say what it costs, is withdrawn.",) if withdrawn else ())
         return Snapshot(
             timestamp=time.time(), started_at=self.started_at, target_pid=self.pid,
             process=self._process, gpus=latest_gpus, shm=self._shm, stacks=self._stacks,
             steps=self._agent.steps, agent=self._agent.state(),
-            findings=tuple(merge_findings(bound_by_live_input([*self._findings, *self._profile_findings],
-                                                              float(wait) if isinstance(wait, (int, float)) else None))),
+            findings=tuple(merge_findings(bound_by_live_input(
+                kept, float(wait) if isinstance(wait, (int, float)) else None))),
             bottleneck=(reconciled_bottleneck(self._profile_bottleneck, self._live_job)
                         if self._profile_bottleneck is not None else self._live_bottleneck),
-            not_evaluated=tuple(self._not_evaluated), notes=tuple(self._notes.values()),
+            not_evaluated=tuple(self._not_evaluated), notes=notes,
             ranks=self._ranks.pids if self._ranks is not None else (),
             rank_table=self._ranks.table if self._ranks is not None else (),
             rank_profile_status=self._rank_profile.label() if self._rank_profile and self._rank_profile.statuses else None,
