@@ -138,20 +138,19 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
         # this pass's agents replace the last pass's only once the pass is over: a Ctrl-C during the
         # pass (0.5 s per process) still finds the agent seen before (CI: an empty list, no report)
         seen: list[tuple[int, int]] = []
-        torch_at: set[int] = set()
         stepping: set[int] = set()
+        torch_loaded = False
         for proc in procs:
             client = find_agent(proc.pid, timeout_s=0.5)
             if client is not None:
                 rank = client.info.get("rank")
-                if client.info.get("torch"):
-                    torch_at.add(proc.pid)
+                torch_loaded = torch_loaded or bool(client.info.get("torch"))
                 if client.info.get("step_source") not in (None, "", "none"):
                     stepping.add(proc.pid)
                 client.close()
                 seen.append((rank if isinstance(rank, int) else -1, proc.pid))
         found[:] = _trainers_first(seen, stepping, _parents(procs))
-        torch_loaded, stepped = bool(torch_at), bool(stepping)
+        stepped = bool(stepping)
         ranked = sorted(f for f in found if f[0] >= 0)
         if ranked:
             # rank 0, or the lowest rank once rank 0's agent had a few seconds more to answer

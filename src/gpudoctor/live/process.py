@@ -295,10 +295,11 @@ def launched_program(pid: int, levels: int = 3) -> tuple[int, str] | None:
             proc = psutil.Process(current)
             if ranks.rank_from_env(ranks.read_environ(current) or {}) is not None:
                 break
-            children = [c for c in proc.children() if _role(c) in ("program", "dataloader", "rank")]
-            if len(children) != 1 or _role(children[0]) != "program":
+            roles = [(c, _role(c)) for c in proc.children()]
+            python_children = [(c, r) for c, r in roles if r in ("program", "dataloader", "rank")]
+            if len(python_children) != 1 or python_children[0][1] != "program":
                 break
-            child = children[0]
+            child = python_children[0][0]
             own, theirs = proc.cpu_times(), child.cpu_times()
             if theirs.user + theirs.system < own.user + own.system:
                 break
