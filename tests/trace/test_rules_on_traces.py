@@ -148,6 +148,9 @@ def test_cpu_only_trace_says_why_gpu_rules_were_not_judged(trace_file: Callable[
     assert not report.findings
     assert any(n.code == "GD101" for n in report.not_evaluated)
     assert any("CPU-only" in note for note in report.notes)
+    # its steps have a mean (per-step shares need it), but no GPU parts: no verdict on what bounds them
+    assert report.data["ranks"][0]["profiled_step_ms"] > 0
+    assert report.bottleneck is None
 
 
 def test_memory_peak_from_memory_events(trace_file: Callable[[str], Path]) -> None:
@@ -158,3 +161,18 @@ def test_memory_peak_from_memory_events(trace_file: Callable[[str], Path]) -> No
     assert "GD501" not in _codes(_report(path))
     tight = analyze_paths([path], options={"GD501": {"max_mem_used_pct": 30.0}})
     assert "GD501" in _codes(tight)
+
+
+def test_gd102_says_what_share_of_which_step_the_loader_takes() -> None:
+    """accelerate's cv_example window (H200): steps of 41.6, 165.7, 36.6, 91.0 and 36.2 ms. The DataLoader
+    share is of their mean, 74.2 ms; the message paired it with the median and read "37.5 ms of a 41.6 ms
+    step" beside "50.6% of each step"."""
+    import re
+
+    window = Path(__file__).resolve().parents[1] / "data" / "trace" / "h200_accelerate_cv_as_is.json.gz"
+    (gd102,) = [f for f in _report(window).findings if f.code == "GD102"]
+    m = re.search(r"takes ([\d.]+)% of the profiled steps .*\(([\d.]+) ms of a ([\d.]+) ms step on average", gd102.message)
+    assert m, gd102.message
+    share, loader_ms, step_ms = map(float, m.groups())
+    assert step_ms == pytest.approx(74.2, abs=0.1)
+    assert 100 * loader_ms / step_ms == pytest.approx(share, abs=0.2)

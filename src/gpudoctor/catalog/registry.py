@@ -55,8 +55,8 @@ cuda_graph_recording_steps_left_out      trace:rank                             
 has_steps                                trace:rank                                    bool    trace.metrics    whether the trace has ProfilerStep#N boundaries
 step_time_p50_ms                         trace:rank,straggler                          ms      trace.metrics    median step time over the profiled steps
 step_time_max_ms                         trace:rank                                    ms      trace.metrics    longest profiled step
+profiled_step_ms                         trace:rank                                    ms      trace.metrics    mean profiled step time (ProfilerStep spans): what the step parts add up to
 step_time_ms                             trace:rank                                    ms      trace.bottleneck the step without the profiler: profiled step less the host time Kineto adds (never below the GPU's busy time); what impact estimates start from
-profiled_step_ms                         trace:rank                                    ms      trace.bottleneck mean profiled step time (ProfilerStep spans): what the step parts add up to
 gemm_lowp_ms_per_step                    trace:rank                                    ms      trace.bottleneck bf16/fp16 tensor-core GEMM/conv kernel time per step
 gemm_lowp_unaligned_ms_per_step          trace:rank                                    ms      trace.bottleneck bf16/fp16 tensor-core GEMM time per step in kernels built for operands aligned to fewer than 8 elements (a dimension not a multiple of 8)
 gemm_lowp_unaligned_pct_of_gpu           trace:rank                                    %       trace.bottleneck unaligned 16-bit GEMM time as a share of the GPU's busy time in the steps

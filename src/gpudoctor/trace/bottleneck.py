@@ -141,7 +141,6 @@ def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = 
     unprofiled_us = max(gpu_busy * 1000.0 * n + input_idle_us,
                         step_us - own_host_us * (1.0 - 1.0 / HOST_PROFILER_INFLATION))
     out.update({
-        "profiled_step_ms": round(step_ms, 3),
         "step_time_ms": round(unprofiled_us / 1000.0 / n, 3),
         "gpu_busy_ms_per_step": round(gpu_busy, 3),
         "gpu_idle_ms_per_step": round(step_ms - gpu_busy, 3),
@@ -747,6 +746,8 @@ def _host_blocked_np(np: Any, t: EventTable, ctx: Context, step_lo: Floats, step
 
 def rank_bottleneck(values: dict[str, Any], rank: int | None) -> Bottleneck | None:
     """The verdict of one rank from its facts (None without step parts)."""
+    if values.get("step_time_ms") is None:  # no step parts: no steps, or no GPU work in them
+        return None
     step = values.get("profiled_step_ms") or values.get("step_time_ms")
     if not isinstance(step, (int, float)) or step <= 0:
         return None

@@ -106,6 +106,8 @@ def compute_rank_metrics(trace: RankTrace, processes: int = 1) -> RankMetrics:
     if steps:
         durations = [(b - a) / 1000.0 for _, a, b in steps]
         values["step_time_p50_ms"] = rounded(median(durations))
+        # the mean, which per-step means (DataLoader, syncs …) are shares of; on a trace without GPU work too
+        values["profiled_step_ms"] = rounded(sum(b - a for _, a, b in steps) / 1000.0 / len(steps))
         values["step_time_max_ms"] = rounded(max(durations))
     ctx = Context(t, steps)
     values.update(_kernel_mix(t, ctx))
