@@ -122,7 +122,7 @@ layout_transform_ms_per_step             trace:rank                             
 max_gpu_gap_ms                           trace:rank                                    ms      trace.metrics    longest gap without GPU work inside the steps
 gpu_gaps_over_100ms                      trace:rank                                    count   trace.metrics    gaps of 100 ms or more without GPU work
 gpu_gap_total_ms                         trace:rank                                    ms      trace.metrics    total time in gaps of 100 ms or more
-dataloader_pct                           trace:rank                                    %       trace.steps      DataLoader time as a share of the median step
+dataloader_pct                           trace:rank                                    %       trace.steps      DataLoader time as a share of the profiled steps (of the mean step, profiled_step_ms)
 dataloader_ms_per_step                   trace:rank                                    ms      trace.steps      DataLoader (enumerate/next) time per step on the host
 host_syncs_per_step                      trace:rank                                    number  trace.steps      calls per step that make the host wait for the GPU (.item(), synchronize, DtoH)
 host_sync_kinds                          trace:rank                                    text    trace.steps      which sync calls were seen
