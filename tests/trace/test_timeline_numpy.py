@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpudoctor.trace import comm, metrics, timeline, vectorized
+from gpudoctor.trace import comm, gaps, metrics, timeline, vectorized
 from gpudoctor.trace.context import Context
 from gpudoctor.trace.events import K_ANNOTATION, K_KERNEL, K_MEMSET, K_PYTHON, K_RUNTIME, K_SYNC, EventTable
 from gpudoctor.trace.reader import load_trace
@@ -40,7 +40,7 @@ def _results(t: EventTable, mode: str, monkeypatch: pytest.MonkeyPatch) -> dict[
         "temporal": metrics._temporal(t),
         "kernel_mix": metrics._kernel_mix(t, ctx),
         "launches": metrics._launches(t, ctx),
-        "gaps": metrics._gaps(t, ctx),
+        "gaps": gaps.gap_metrics(t, ctx),
         "aten_ops_per_step": metrics.aten_ops_per_step(t, ctx),
         "outside_collective_steps": metrics.outside_collective_steps(t, ctx),
         "collectives": metrics._collectives(t, ctx),

@@ -119,9 +119,12 @@ k_fp32_attention_to_bf16_low             trace:rank                             
 k_fp32_attention_to_bf16_high            trace:rank                                    ratio   catalog.throughput the same ratio, high end
 layout_transform_pct                     trace:rank                                    %       trace.metrics    share of compute-kernel time in layout transforms (nchwToNhwc …)
 layout_transform_ms_per_step             trace:rank                                    ms      trace.metrics    layout-transform kernel time per step
-max_gpu_gap_ms                           trace:rank                                    ms      trace.metrics    longest gap without GPU work inside the steps
-gpu_gaps_over_100ms                      trace:rank                                    count   trace.metrics    gaps of 100 ms or more without GPU work
-gpu_gap_total_ms                         trace:rank                                    ms      trace.metrics    total time in gaps of 100 ms or more
+max_gpu_gap_ms                           trace:rank                                    ms      trace.gaps       longest gap without GPU work inside the steps
+gpu_gaps_over_100ms                      trace:rank                                    count   trace.gaps       gaps of 100 ms or more without GPU work
+gpu_gap_total_ms                         trace:rank                                    ms      trace.gaps       total time in gaps of 100 ms or more
+gpu_gap_input_ms                         trace:rank                                    ms      trace.gaps       time of those gaps in which the loop waited for its next batch (DataLoader.__next__)
+gpu_gap_host_ms                          trace:rank                                    ms      trace.gaps       time of those gaps in which the host ran its own work (the gaps less the input waits)
+gpu_gap_host_ops                         trace:rank                                    text    trace.gaps       the outermost host ops in that time, by their time in it, and the time no traced op covers
 dataloader_pct                           trace:rank                                    %       trace.steps      DataLoader time as a share of the profiled steps (of the mean step, profiled_step_ms)
 dataloader_ms_per_step                   trace:rank                                    ms      trace.steps      DataLoader (enumerate/next) time per step on the host
 host_syncs_per_step                      trace:rank                                    number  trace.steps      calls per step that make the host wait for the GPU (.item(), synchronize, DtoH)

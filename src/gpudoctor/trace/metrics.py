@@ -28,6 +28,7 @@ from gpudoctor.trace.bottleneck import bottleneck_metrics
 from gpudoctor.trace.comm import hta_type_arrays, hta_type_spans
 from gpudoctor.trace.context import HOST_KINDS, Context, pct, rounded
 from gpudoctor.trace.fusion import fusion_metrics
+from gpudoctor.trace.gaps import gap_metrics
 from gpudoctor.trace.reader import (
     K_GPU_ANNOTATION,
     K_KERNEL,
@@ -62,7 +63,6 @@ SMALL_KERNEL_US = 10.0
 MIN_STEADY_STEPS = 2
 #: Runtime calls that replay a captured CUDA graph.
 _GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "hipGraphLaunch"})
-LONG_GAP_US = 100_000.0
 #: host-side events during which the rank is blocked in (or running) a collective: the process
 #: group's own annotations (``gloo:all_reduce``, ``nccl:all_reduce`` …), the ``c10d::`` ops
 #: (``c10d::allreduce_`` …) and ``record_param_comms``.
@@ -112,7 +112,7 @@ def compute_rank_metrics(trace: RankTrace, processes: int = 1) -> RankMetrics:
     ctx = Context(t, steps)
     values.update(_kernel_mix(t, ctx))
     values.update(_launches(t, ctx))
-    values.update(_gaps(t, ctx))
+    values.update(gap_metrics(t, ctx))
     if beside is None:
         values.update(fusion_metrics(t, ctx))  # torch.compile / CUDA-graph / autocast-cast time
     head = len(values)  # where the fusion metrics go when the child computes them
@@ -442,38 +442,6 @@ def _idle_breakdown_np(np: Any, t: EventTable, ctx: Context) -> dict[str, FactVa
     if idle <= 0:
         return {"host_wait_pct": 0.0}
     return {"host_wait_pct": pct(host_wait, idle), "kernel_wait_pct": pct(kernel_wait, idle)}
-
-
-def _gaps(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    np = numpy_for(t)
-    if np is not None:
-        return _gaps_np(np, t, ctx)
-    ts, end = t.ts, end_times(t)
-    busy = merge([(ts[i], end[i]) for i in ctx.device])
-    if len(busy) < 1:
-        return {}
-    gaps = [b[0] - a[1] for a, b in zip(busy, busy[1:])]
-    long_gaps = [g for g in gaps if g > LONG_GAP_US]
-    return {
-        "max_gpu_gap_ms": round(max(gaps, default=0.0) / 1000.0, 3),
-        "gpu_gaps_over_100ms": len(long_gaps),
-        "gpu_gap_total_ms": round(sum(long_gaps) / 1000.0, 3),
-    }
-
-
-def _gaps_np(np: Any, t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    """The numpy path of :func:`_gaps`."""
-    device = ctx.device_array(t)
-    starts, ends = vectorized.merge(vectorized.column(t, "ts")[device], vectorized.ends(t)[device])
-    if len(starts) < 1:
-        return {}
-    gaps = starts[1:] - ends[:-1]
-    long_gaps = gaps[gaps > LONG_GAP_US].tolist()
-    return {
-        "max_gpu_gap_ms": round((float(gaps.max()) if len(gaps) else 0.0) / 1000.0, 3),
-        "gpu_gaps_over_100ms": len(long_gaps),
-        "gpu_gap_total_ms": round(sum(long_gaps) / 1000.0, 3),
-    }
 
 
 def _memory(trace: RankTrace) -> dict[str, FactValue]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gpudoctor.trace import vectorized
 from gpudoctor.trace.context import COMPILE_WORK, Context, pct
 from gpudoctor.trace.events import K_KERNEL, K_MEMCPY, EventTable
+from gpudoctor.trace.gaps import is_input_wait
 from gpudoctor.trace.graphbreaks import compiled_calls, frame_of, graph_break_metrics
 from gpudoctor.trace.timeline import end_times, merge, total
 from gpudoctor.trace.vectorized import Floats, Ints
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' 
 
 
 def dataloader_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    ops = ctx.host_ops(t, lambda n: n.startswith("enumerate(DataLoader)") and "__next__" in n)
+    ops = ctx.host_ops(t, is_input_wait)
     step_total = sum(b - a for _, a, b in ctx.steps)
     if not ops:
         return {"dataloader_pct": 0.0, "dataloader_ms_per_step": 0.0}
