@@ -149,14 +149,13 @@ def test_gd102s_advice_does_not_read_as_oversubscription() -> None:
     assert _gd305(16, "16", loop_cpu_pct=1490.0, busy_workers=14)
 
 
-def test_the_accelerate_window_names_the_overlap_of_its_gaps_and_its_pageable_copies() -> None:
-    # the H200 run3 profile window of accelerate's cv_example, as is: a 137 ms gap; of the 16.5 ms/step of
-    # host work around it GD102's snippet (pinned memory) took 5.6 ms, and GD304 was gone afterwards
+def test_the_accelerate_windows_long_gap_is_the_input_wait_not_host_work() -> None:
+    # the H200 run3 profile window of accelerate's cv_example, as is: its one 137 ms gap is 128 ms of
+    # DataLoader.__next__. GD304 used to count it as host work, and GD302 (pageable copies) was said to
+    # share its cost; GD102's snippet removed the gap with the wait (trace/gaps.py, tests/trace/test_gaps.py)
     from pathlib import Path
 
     trace = Path(__file__).resolve().parents[1] / "data" / "trace" / "h200_accelerate_cv_as_is.json.gz"
     findings = {f.code: f for f in analyze_paths([str(trace)]).findings}
-    assert {"GD102", "GD302", "GD304"} <= set(findings)
-    gd302 = findings["GD302"]
-    assert gd302.impact is not None and gd302.impact.shares_cost_with == "GD304"
-    assert findings["GD102"].impact is not None and findings["GD102"].impact.shares_cost_with is None
+    assert {"GD102", "GD302"} <= set(findings) and "GD304" not in findings
+    assert findings["GD302"].impact is not None and findings["GD302"].impact.shares_cost_with is None

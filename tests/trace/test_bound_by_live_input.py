@@ -47,3 +47,36 @@ def test_gpu_side_findings_become_info_while_the_loop_waits_for_data(trace_file:
         assert bounded[code].impact is not None and "waits for data 45%" in bounded[code].impact.basis
     unchanged = {f.code: f.severity for f in bound_by_live_input(findings, 4.0)}
     assert unchanged == {f.code: f.severity for f in findings}
+
+
+def test_gpu_side_findings_gain_nothing_when_the_input_cannot_go_faster() -> None:
+    """accelerate's cv_example on the H200 after GD102's own fix (run5/run6): 14 workers fill what the
+    16 CPUs allow, the loop still waits 32% of a 38.3 ms step, GD102 says more workers gain nothing. The
+    profile window's GD403 warned at 1.10–1.15× and GD201 said 1.03–1.04×; inductor measured 0.94× and
+    bf16 0.92× — the step stays at the input's pace."""
+    from gpudoctor.live.facts import loader_values
+    from gpudoctor.model import FactSet, Location
+
+    window = Path(__file__).resolve().parents[1] / "data" / "trace" / "h200_accelerate_cv_gd102.json.gz"
+    trace = analyze_paths([str(window)]).findings
+    assert {f.code: f.severity for f in trace}.get("GD403") is Severity.WARNING
+    job = {"cpu_count_allowed": 16.0, "worker_count": 28, "worker_busy_count": 14, "worker_cpu_mean_pct": 80.0,
+           "process_cpu_pct": 100.0, "loader_workers": 14, "data_wait_pct": 32.0, "step_time_ms": 38.3,
+           "step_time_p50_ms": 37.0, "steps_per_s": 26.1, "gpu_busy_ms_per_step": 22.6, "window_steps": 261}
+    job.update(loader_values(job))
+    live = evaluate(load_catalog(), [FactSet("job", Source.LIVE, job, Location(pid=10), timestamp=time.time())],
+                    [Source.LIVE]).findings
+    (gd102,) = [f for f in live if f.code == "GD102"]
+    assert gd102.severity is Severity.INFO and gd102.impact is not None and gd102.impact.est_speedup_high < 1.05
+    bounded = {f.code: f for f in bound_by_live_input([*trace, gd102], 32.0)}
+    for code in ("GD403", "GD201"):
+        f = bounded[code]
+        assert f.severity is Severity.INFO and f.impact is not None
+        assert f.impact.est_speedup_low == f.impact.est_speedup_high == 1.0
+        assert "more workers will not hide it (GD102)" in f.impact.basis and f.impact.after is None
+    # an input fix that still gains something leaves the GPU-side estimates as they are
+    from dataclasses import replace
+
+    gaining = replace(gd102, impact=replace(gd102.impact, est_speedup_high=1.3))
+    kept = {f.code: f for f in bound_by_live_input([*trace, gaining], 32.0)}
+    assert kept["GD403"].severity is Severity.WARNING
