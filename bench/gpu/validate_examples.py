@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import json
 import sys
 import tempfile
@@ -263,6 +264,8 @@ def main() -> int:
                         help="stop starting examples after this many seconds (default 540 GPU, 1500 CPU); "
                              "the table then lists the rest as skipped")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep the reports and traces of every run in this folder (default: a temporary one)")
     args = parser.parse_args()
     s = Settings.for_mode(args.cpu)
     budget_s = args.budget_s if args.budget_s is not None else (1500.0 if args.cpu else 540.0)
@@ -280,7 +283,10 @@ def main() -> int:
     rows: list[Row] = []
     starter = Starter(s)
     starter.plan(chosen)
-    with tempfile.TemporaryDirectory(prefix="gpudoctor-validate-") as tmp, \
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(str(args.keep)) if args.keep is not None
+          else tempfile.TemporaryDirectory(prefix="gpudoctor-validate-")) as tmp, \
             cf.ThreadPoolExecutor(max_workers=2) as pool, cf.ThreadPoolExecutor(max_workers=1) as finisher:
         env_future = pool.submit(environment, args.cpu)
         finishing: list[cf.Future[None]] = []

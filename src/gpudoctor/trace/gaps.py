@@ -40,11 +40,10 @@ def is_input_wait(name: str) -> bool:
 
 def gap_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     """The longest gap between GPU work, the long gaps' total, and what filled them on the host."""
-    gaps = _gaps(t, ctx)
-    if gaps is None:
+    found = _gaps(t, ctx)
+    if found is None:
         return {}
-    longest = max((b - a for a, b in gaps), default=0.0)
-    long_gaps = [(a, b) for a, b in gaps if b - a > LONG_GAP_US]
+    longest, long_gaps = found
     values: dict[str, FactValue] = {
         "max_gpu_gap_ms": round(longest / 1000.0, 3),
         "gpu_gaps_over_100ms": len(long_gaps),
@@ -57,20 +56,25 @@ def gap_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
     return values
 
 
-def _gaps(t: EventTable, ctx: Context) -> list[Interval] | None:
-    """Every stretch between two merged GPU busy intervals (None without GPU work)."""
+def _gaps(t: EventTable, ctx: Context) -> tuple[float, list[Interval]] | None:
+    """The longest stretch between two merged GPU busy intervals, and those over :data:`LONG_GAP_US`
+    (None without GPU work). A big table's gaps stay in numpy: only the long ones become tuples."""
     np = numpy_for(t)
     if np is not None:
         device = ctx.device_array(t)
         starts, ends = vectorized.merge(vectorized.column(t, "ts")[device], vectorized.ends(t)[device])
         if len(starts) < 1:
             return None
-        return list(zip(ends[:-1].tolist(), starts[1:].tolist()))
+        gaps = starts[1:] - ends[:-1]
+        long = np.flatnonzero(gaps > LONG_GAP_US)
+        return (float(gaps.max()) if len(gaps) else 0.0,
+                list(zip(ends[:-1][long].tolist(), starts[1:][long].tolist())))
     ts, end = t.ts, end_times(t)
     busy = merge([(ts[i], end[i]) for i in ctx.device])
     if not busy:
         return None
-    return [(a[1], b[0]) for a, b in zip(busy, busy[1:])]
+    pairs = [(a[1], b[0]) for a, b in zip(busy, busy[1:])]
+    return max((b - a for a, b in pairs), default=0.0), [(a, b) for a, b in pairs if b - a > LONG_GAP_US]
 
 
 def _what_filled(t: EventTable, ctx: Context, long_gaps: list[Interval]) -> dict[str, FactValue]:
