@@ -30,7 +30,7 @@ from gpudoctor.trace.events import (
     K_RUNTIME,
     EventTable,
 )
-from gpudoctor.trace.timeline import intersection_length, merge, step_spans, total
+from gpudoctor.trace.timeline import intersection_length, merge, step_spans, subtract, total
 
 np = pytest.importorskip("numpy")
 
@@ -79,7 +79,7 @@ def test_clip_gaps_and_overlaps_np_are_the_pure_loops(seed: int) -> None:
     gaps_lo, gaps_hi, gap_counts = bn._gaps_np(np, pieces_lo, pieces_hi, counts, lo, hi)
     overlaps = bn._overlap_np(np, gaps_lo, gaps_hi, gap_counts, *_arrays(other))
     sums = bn._window_sums(np, pieces_hi - pieces_lo, counts)
-    # each gap less the other list's pieces (windows that are disjoint pieces themselves): _subtract
+    # each gap less the other list's pieces (windows that are disjoint pieces themselves): timeline.subtract
     rest_lo, rest_hi, per_gap = bn._gaps_np(np, *bn._clip_np(np, *_arrays(other), gaps_lo, gaps_hi), gaps_lo, gaps_hi)
     rest_counts = bn._regroup(np, per_gap, gap_counts)
     at = gap_at = rest_at = 0
@@ -94,7 +94,7 @@ def test_clip_gaps_and_overlaps_np_are_the_pure_loops(seed: int) -> None:
         step_other = bn._clip(other, a, b)
         assert overlaps[j] == intersection_length(idle, step_other)
         rest = _pairs(rest_lo[rest_at:rest_at + rest_counts[j]], rest_hi[rest_at:rest_at + rest_counts[j]])
-        assert rest == (bn._subtract(idle, step_other) if step_other else idle)
+        assert rest == (subtract(idle, step_other) if step_other else idle)
         rest_at += rest_counts[j]
 
 

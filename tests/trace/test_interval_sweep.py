@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
-from gpudoctor.trace.bottleneck import _clip, _first_class_wins, _span_minus, _subtract
+from gpudoctor.trace.bottleneck import _clip, _first_class_wins, _span_minus
 from gpudoctor.trace.timeline import merge
+from gpudoctor.trace.timeline import subtract as _subtract
 
 
 def _random_classes(rng: random.Random) -> list[list[tuple[float, float]]]:

@@ -34,7 +34,15 @@ from gpudoctor.catalog.throughput import ratios_for
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import Context
 from gpudoctor.trace.events import K_ANNOTATION, K_CPU_OP, K_MEMCPY, K_MEMSET, K_OTHER, K_RUNTIME, EventTable
-from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, sync_idle, total
+from gpudoctor.trace.timeline import (
+    Interval,
+    end_times,
+    intersection_length,
+    merge,
+    subtract,
+    sync_idle,
+    total,
+)
 from gpudoctor.trace.vectorized import column, numpy_for, ordered_sum
 from gpudoctor.trace.vectorized import ends as end_column
 from gpudoctor.trace.vectorized import merge as merge_np
@@ -100,25 +108,6 @@ def _clip(intervals: Sequence[Interval], lo: float, hi: float) -> list[Interval]
 
 _START = operator.itemgetter(0)
 _END = operator.itemgetter(1)
-
-
-def _subtract(base: Sequence[Interval], cut: Sequence[Interval]) -> list[Interval]:
-    """``base`` minus ``cut`` (both merged and sorted)."""
-    out: list[Interval] = []
-    j = 0
-    for a, b in base:
-        cur = a
-        while j < len(cut) and cut[j][1] <= cur:
-            j += 1
-        k = j
-        while k < len(cut) and cut[k][0] < b:
-            if cut[k][0] > cur:
-                out.append((cur, cut[k][0]))
-            cur = max(cur, cut[k][1])
-            k += 1
-        if cur < b:
-            out.append((cur, b))
-    return out
 
 
 def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = None,
@@ -246,7 +235,7 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
         idle = _span_minus(a, b, _clip(covered, a, b))
         step_loader = _clip(loader, a, b)
         input_idle = intersection_length(idle, step_loader)
-        rest = _subtract(idle, step_loader) if step_loader else idle
+        rest = subtract(idle, step_loader) if step_loader else idle
         sync_us = intersection_length(rest, _clip(after_sync, a, b))
         parts["idle:input wait"] += input_idle
         parts["idle:host sync"] += sync_us
@@ -391,7 +380,7 @@ def _gaps_np(np: Any, starts: Floats, ends: Floats, counts: Ints, lo: Floats, hi
     (``counts[j]`` of ``starts``/``ends``, from :func:`_clip_np`): the gaps one after the other, and
     how many each window has.
 
-    Also :func:`_subtract` of windows that are merged, sorted, disjoint pieces themselves (its output
+    Also :func:`~gpudoctor.trace.timeline.subtract` of windows that are merged, sorted, disjoint pieces themselves (its output
     for one base piece is that piece minus the cut's pieces that overlap it).
     """
     sizes = counts + 1
@@ -565,7 +554,7 @@ def _first_class_wins(classes: Sequence[Sequence[Interval]]) -> tuple[list[list[
 def _span_minus(a: float, b: float, cut: Sequence[Interval]) -> list[Interval]:
     """``[(a, b)]`` minus ``cut`` (merged, sorted, clipped to [a, b]): the gaps between the cut's pieces.
 
-    The same as ``_subtract([(a, b)], cut)`` (merged pieces are separated by gaps of positive length),
+    The same as ``subtract([(a, b)], cut)`` (merged pieces are separated by gaps of positive length),
     without its per-piece bookkeeping.
     """
     lows = [a, *map(_END, cut)]

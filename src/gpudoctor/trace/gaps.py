@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from gpudoctor.trace import vectorized
 from gpudoctor.trace.context import Context
 from gpudoctor.trace.events import K_ANNOTATION, K_CPU_OP, EventTable
-from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, total
+from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, subtract, total
 from gpudoctor.trace.vectorized import numpy_for
 
 if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' data model
@@ -82,7 +82,7 @@ def _what_filled(t: EventTable, ctx: Context, long_gaps: list[Interval]) -> dict
     ts, dur = t.ts, t.dur
     waits = merge((ts[i], ts[i] + dur[i]) for i in ctx.host_ops(t, is_input_wait))
     input_us = intersection_length(long_gaps, waits)
-    rest = _subtract(long_gaps, waits)
+    rest = subtract(long_gaps, waits)
     host_us = total(rest)
     values: dict[str, FactValue] = {
         "gpu_gap_input_ms": round(input_us / 1000.0, 3),
@@ -90,24 +90,6 @@ def _what_filled(t: EventTable, ctx: Context, long_gaps: list[Interval]) -> dict
     }
     values["gpu_gap_host_ops"] = _name_host_work(t, rest, host_us) if host_us > 0 else ""
     return values
-
-
-def _subtract(intervals: list[Interval], cut: list[Interval]) -> list[Interval]:
-    """``intervals`` (merged, sorted) less the merged, sorted ``cut``."""
-    out: list[Interval] = []
-    j = 0
-    for start, end in intervals:
-        while j < len(cut) and cut[j][1] <= start:
-            j += 1
-        at, k = start, j
-        while k < len(cut) and cut[k][0] < end:
-            if cut[k][0] > at:
-                out.append((at, cut[k][0]))
-            at = max(at, cut[k][1])
-            k += 1
-        if at < end:
-            out.append((at, end))
-    return out
 
 
 def _name_host_work(t: EventTable, rest: list[Interval], rest_us: float) -> str:

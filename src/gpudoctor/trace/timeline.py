@@ -85,6 +85,25 @@ def intersection_length(a: Sequence[Interval], b: Sequence[Interval]) -> float:
     return out
 
 
+def subtract(base: Sequence[Interval], cut: Sequence[Interval]) -> list[Interval]:
+    """``base`` minus ``cut`` (both merged and sorted)."""
+    out: list[Interval] = []
+    j = 0
+    for a, b in base:
+        cur = a
+        while j < len(cut) and cut[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(cut) and cut[k][0] < b:
+            if cut[k][0] > cur:
+                out.append((cur, cut[k][0]))
+            cur = max(cur, cut[k][1])
+            k += 1
+        if cur < b:
+            out.append((cur, b))
+    return out
+
+
 #: How long after a sync the host may take to launch the next GPU work for the GPU idle meanwhile to be
 #: the sync's (µs), when it waited less than that in the sync. Refilling the queue takes the host
 #: 35–75 µs after each per-parameter ``.item()`` of examples/host_sync.py and 0.3–0.6 ms after
