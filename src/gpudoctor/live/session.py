@@ -395,15 +395,13 @@ class LiveSession:
         paths = self._rank_profile.poll() if self._rank_profile is not None else None
         if not paths:
             return
-        findings, note, report = analyze_trace_set(paths, self.catalog, self.options)
+        findings, note, report = analyze_trace_set(paths, self.catalog, self.options, self._loader_context())
         if self._rank_profile is not None:
             self._rank_profile.outcome = (f"analysed {len(paths)} rank traces" if report is not None
                                           else "failed: " + note)
         with self._lock:
-            self._profile_findings = findings
+            self._keep_profile_locked(findings, report)
             self._rank_profile_rows = rank_profile_rows(report)
-            if report is not None:
-                self._trace_clear = judged_clear(self.catalog, Source.TRACE, report.findings, report.not_evaluated)
             self._notes["profile"] = note
 
     def _merge_profile_findings(self) -> None:
@@ -411,18 +409,26 @@ class LiveSession:
         trace = self._agent.take_finished_trace()
         if trace is None:
             return
-        with self._lock:
-            context = {k: self._live_job[k] for k in LOADER_CONTEXT if self._live_job.get(k) is not None}
-        findings, note, report = analyze_trace_set([trace], self.catalog, self.options, context)
+        findings, note, report = analyze_trace_set([trace], self.catalog, self.options, self._loader_context())
         self._agent.mark_analysed()
         with self._lock:
-            self._profile_findings = findings
-            if report is not None:
-                self._trace_clear = judged_clear(self.catalog, Source.TRACE, report.findings, report.not_evaluated)
+            self._keep_profile_locked(findings, report)
             if report is not None and report.bottleneck is not None:
                 self._profile_bottleneck = report.bottleneck
             if note:
                 self._notes["profile"] = note
+
+    def _loader_context(self) -> dict[str, Any]:
+        """What the job's live facts say of its DataLoader that a profile window's trace cannot show
+        (GD102's bound: ``live.facts.LOADER_CONTEXT``)."""
+        with self._lock:
+            return {k: self._live_job[k] for k in LOADER_CONTEXT if self._live_job.get(k) is not None}
+
+    def _keep_profile_locked(self, findings: list[Finding], report: Any) -> None:
+        """A profile window's findings, and the rules it judged and found nothing for (``cleared_by``)."""
+        self._profile_findings = findings
+        if report is not None:
+            self._trace_clear = judged_clear(self.catalog, Source.TRACE, report.findings, report.not_evaluated)
 
     # ---- views -----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:

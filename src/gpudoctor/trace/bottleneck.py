@@ -224,8 +224,7 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     busy, covered = _first_class_wins([merged[cls] for cls in order])
     busy_by_class = dict(zip(order, busy))
     covered_starts = [a for a, _ in covered]
-    loader = merge((t.ts[i], t.ts[i] + t.dur[i]) for i in ctx.host_ops(
-        t, lambda n: n.startswith("enumerate(DataLoader)") and "__next__" in n))
+    loader = ctx.input_waits(t)
     after_sync = sync_idle(ctx.sync_waits(t), covered_starts, until=hi)
     blocked, alloc = _host_blocked(t, ctx)
     active = _host_active(t, ctx, loader)
@@ -277,8 +276,7 @@ def _partition_np(np: Any, t: EventTable, ctx: Context) -> tuple[dict[str, float
     is_gemm = cls == _CLASS_ORDER.index("gpu:gemm/conv")
     gemm_us = _launched_or_window(_gemm_us_np(np, t, sel[is_gemm & launched]), _gemm_us_np(np, t, sel[is_gemm]))
     own, (covered_lo, covered_hi) = _first_class_wins_np(np, starts, stops, cls, len(_CLASS_ORDER))
-    loader = merge((t.ts[i], t.ts[i] + t.dur[i]) for i in ctx.host_ops(
-        t, lambda n: n.startswith("enumerate(DataLoader)") and "__next__" in n))
+    loader = ctx.input_waits(t)
     waits = ctx.sync_waits(t)
     # sync_idle needs of the busy starts only the first one at or after each sync's end: those few.
     at = np.searchsorted(covered_lo, np.array([b for _, b in waits], dtype=np.float64), side="left")

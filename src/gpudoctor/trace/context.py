@@ -28,6 +28,7 @@ from gpudoctor.trace.events import (
     EventTable,
 )
 from gpudoctor.trace.masks import Mask, mask_and, mask_not, mask_positions
+from gpudoctor.trace.timeline import Interval, merge
 from gpudoctor.trace.vectorized import Floats, Ints, numpy_for
 
 HOST_KINDS = (K_CPU_OP, K_ANNOTATION, K_OTHER)
@@ -49,6 +50,11 @@ def pct(part: float, whole: float) -> float | None:
 
 def rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def is_input_wait(name: str) -> bool:
+    """The loop waiting for its next batch: the profiler's ``enumerate(DataLoader)#…__next__`` span."""
+    return name.startswith("enumerate(DataLoader)") and "__next__" in name
 
 
 class Context:
@@ -73,6 +79,7 @@ class Context:
         self._launch_by_corr: dict[int, int] | None = None
         self._aten_by_thread: dict[int, list[int]] | None = None
         self._device_step: dict[int, int] | None = None
+        self._input_waits: list[Interval] | None = None
         self._device_launch: dict[int, int] | None = None
         self._kernel_classes: dict[int, kn.KernelClass] | None = None
         self._outer_aten: dict[int, tuple[list[float], list[int]]] | None = None
@@ -283,6 +290,15 @@ class Context:
             if predicate(t.names[nid]):
                 out.extend(i for i in idx if self.in_steps(t.ts[i]))
         return sorted(out)
+
+    def input_waits(self, t: EventTable) -> list[Interval]:
+        """The loop's waits for its next batch inside the steps (``DataLoader.__next__`` spans), merged:
+        the DataLoader's share of the step, the step picture's input wait and the long gaps' split
+        all read them (computed once per table)."""
+        if self._input_waits is None:
+            ts, dur = t.ts, t.dur
+            self._input_waits = merge((ts[i], ts[i] + dur[i]) for i in self.host_ops(t, is_input_wait))
+        return self._input_waits
 
     def step_of(self, ts_us: float) -> int | None:
         """Index (0-based, into ``steps``) of the step whose host span holds ``ts_us``."""

@@ -17,7 +17,7 @@ from itertools import compress
 from typing import TYPE_CHECKING
 
 from gpudoctor.trace import vectorized
-from gpudoctor.trace.context import Context
+from gpudoctor.trace.context import Context, is_input_wait
 from gpudoctor.trace.events import K_ANNOTATION, K_CPU_OP, EventTable
 from gpudoctor.trace.timeline import Interval, end_times, intersection_length, merge, subtract, total
 from gpudoctor.trace.vectorized import numpy_for
@@ -31,11 +31,6 @@ LONG_GAP_US = 100_000.0
 TOP_OPS = 3
 MIN_SHOWN_US = 500.0
 _HOST_OP_KINDS = bytes(1 if k in (K_CPU_OP, K_ANNOTATION) else 0 for k in range(256))
-
-
-def is_input_wait(name: str) -> bool:
-    """The loop waiting for its next batch: the profiler's ``enumerate(DataLoader)#…__next__`` span."""
-    return name.startswith("enumerate(DataLoader)") and "__next__" in name
 
 
 def gap_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
@@ -79,8 +74,7 @@ def _gaps(t: EventTable, ctx: Context) -> tuple[float, list[Interval]] | None:
 
 def _what_filled(t: EventTable, ctx: Context, long_gaps: list[Interval]) -> dict[str, FactValue]:
     """The long gaps' time in the loop's waits for data, the rest, and the host ops that ran in the rest."""
-    ts, dur = t.ts, t.dur
-    waits = merge((ts[i], ts[i] + dur[i]) for i in ctx.host_ops(t, is_input_wait))
+    waits = ctx.input_waits(t)
     input_us = intersection_length(long_gaps, waits)
     rest = subtract(long_gaps, waits)
     host_us = total(rest)
@@ -148,4 +142,4 @@ def _short(name: str, limit: int = 60) -> str:
     return name if len(name) <= limit else name[:limit - 1] + "…"
 
 
-__all__ = ["LONG_GAP_US", "gap_metrics", "is_input_wait"]
+__all__ = ["LONG_GAP_US", "gap_metrics"]

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from gpudoctor.trace import vectorized
 from gpudoctor.trace.context import COMPILE_WORK, Context, pct
 from gpudoctor.trace.events import K_KERNEL, K_MEMCPY, EventTable
-from gpudoctor.trace.gaps import is_input_wait
 from gpudoctor.trace.graphbreaks import compiled_calls, frame_of, graph_break_metrics
 from gpudoctor.trace.timeline import end_times, merge, total
 from gpudoctor.trace.vectorized import Floats, Ints
@@ -26,11 +25,11 @@ if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' 
 
 
 def dataloader_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    ops = ctx.host_ops(t, is_input_wait)
+    waits = ctx.input_waits(t)
     step_total = sum(b - a for _, a, b in ctx.steps)
-    if not ops:
+    if not waits:
         return {"dataloader_pct": 0.0, "dataloader_ms_per_step": 0.0}
-    dl = total(merge((t.ts[i], t.ts[i] + t.dur[i]) for i in ops))
+    dl = total(waits)
     return {"dataloader_pct": pct(dl, step_total),
             "dataloader_ms_per_step": round(dl / 1000.0 / ctx.n_steps, 3)}
 
