@@ -15,7 +15,8 @@ tools, and the ratios are what to read):
    run); then the same with each rank replicated to ``--rank-mb`` MB (default 60: a real job's rank
    traces are tens to hundreds of MB), with the CPU's cores and threads per core printed beside it;
 4. the ≥ 1 GB synthetic trace (bench/trace_synth.py, in /tmp, never committed): MB of JSON per
-   CPU-second of all processes and threads, and peak RSS ÷ JSON size;
+   CPU-second of all processes and threads, and peak RSS ÷ JSON size; with the C scanner
+   (trace/_kineto.c) and without it (``GPUDOCTOR_PURE=1``), reports compared for identity;
 5. with ``--against REV``: that git revision's gpudoctor against the working tree, run for run, on
    df_index_resolver, the rank set and the big trace — what changed, whatever the load.
 
@@ -90,7 +91,8 @@ def ensure_hta_venv(venv: Path) -> Path:
     return python
 
 
-def run_child(argv: list[str], cwd: Path | None = None, src: Path = REPO / "src") -> dict[str, Any]:
+def run_child(argv: list[str], cwd: Path | None = None, src: Path = REPO / "src",
+              env: dict[str, str] | None = None) -> dict[str, Any]:
     """Spawn, wait, and measure one process: wall s, CPU s (user+sys, all threads), peak RSS bytes, stdout.
 
     Peak RSS is ``ru_maxrss`` from ``os.wait4``: the child's (or its largest reaped child's). Linux keeps
@@ -100,7 +102,7 @@ def run_child(argv: list[str], cwd: Path | None = None, src: Path = REPO / "src"
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd,
-                                env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": _pythonpath(src)})
+                                env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": _pythonpath(src), **(env or {})})
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
         out.seek(0)
@@ -346,9 +348,10 @@ def _without_time(text: str) -> Any:
     return doc
 
 
-#: What reading a trace costs at the least with gpudoctor's own reader: the file read, cut at event
-#: boundaries and decoded by msgspec into the event structs (only the fields kept), nothing done with
-#: them — the floor the issue's 200 MB/s per CPU-second goal was set against (~360 MB/s then).
+#: What reading a trace costs at the least with msgspec: the file read, cut at event boundaries and
+#: decoded by msgspec into the event structs (only the fields kept), nothing done with them — the floor
+#: the issue's 200 MB/s per CPU-second goal was set against (~360 MB/s then). Run with the C scanner
+#: off (GPUDOCTOR_PURE=1): with it, a chunk never reaches msgspec.
 DECODE_FLOOR_SCRIPT = """
 import sys
 from gpudoctor.trace import events, reader
@@ -368,14 +371,18 @@ def big_trace(size_mb: float, hta_python: Path | None, repeat: int = 1) -> list[
             "|---|---|---|---|---|---|---|---|"]
     print("\n".join(rows), flush=True)
     analyze = [sys.executable, "-m", "gpudoctor", "analyze", str(path), "--format", "json"]
-    argvs = {"gpudoctor --jobs 1": [*analyze, "--jobs", "1"], "gpudoctor (default --jobs)": analyze,
-             "floor": [sys.executable, "-c", DECODE_FLOOR_SCRIPT, str(path)]}
+    pure = {"GPUDOCTOR_PURE": "1"}
+    argvs = {"gpudoctor --jobs 1": ([*analyze, "--jobs", "1"], None),
+             "gpudoctor (default --jobs)": (analyze, None),
+             "gpudoctor --jobs 1, C scanner off": ([*analyze, "--jobs", "1"], pure),
+             "floor": ([sys.executable, "-c", DECODE_FLOOR_SCRIPT, str(path)], pure)}
     samples: dict[str, list[dict[str, Any]]] = {label: [] for label in argvs}
     for _ in range(repeat):  # interleaved, so that all see the same load; best kept, as for the other traces
-        for label, argv in argvs.items():
-            samples[label].append(run_child(argv))
+        for label, (argv, env) in argvs.items():
+            samples[label].append(run_child(argv, env=env))
     runs = {label: best(got) for label, got in samples.items()}
-    for label in ("gpudoctor --jobs 1", "gpudoctor (default --jobs)"):
+    native_run = _native_in_child()
+    for label in ("gpudoctor --jobs 1", "gpudoctor (default --jobs)", "gpudoctor --jobs 1, C scanner off"):
         gd = runs[label]
         rows.append(f"| {label} | {gd['wall_s']:.1f} s | {gd['cpu_s']:.1f} s (user {gd['user_s']:.1f}, sys "
                     f"{gd['sys_s']:.1f}) | {size / 1e6 / gd['cpu_s']:.0f} | ≥ 200 "
@@ -385,9 +392,17 @@ def big_trace(size_mb: float, hta_python: Path | None, repeat: int = 1) -> list[
     rows.append(f"| decode floor (read, cut, msgspec decode; no columns, no metrics) | {floor['wall_s']:.1f} s "
                 f"| {floor['cpu_s']:.1f} s | {size / 1e6 / floor['cpu_s']:.0f} | | {floor['rss'] / 1e6:.0f} MB | | |")
     print(rows[-1], flush=True)
-    rows.append(f"gpudoctor --jobs 1 reads at {100 * floor['cpu_s'] / runs['gpudoctor --jobs 1']['cpu_s']:.0f}% of this run's decode "
-                f"floor; the goal, 200 MB/s against the ~360 MB/s floor measured when it was set, is "
-                f"{100 * 200 / 360:.0f}% (the machine's speed changes from day to day, the share less)")
+    rows.append(f"C scanner {'built' if native_run else 'NOT built: the first rows are msgspec too'}; "
+                f"gpudoctor --jobs 1 takes {100 * runs['gpudoctor --jobs 1']['cpu_s'] / floor['cpu_s']:.0f}% of "
+                f"the CPU of this run's msgspec decode floor, and "
+                f"{100 * runs['gpudoctor --jobs 1']['cpu_s'] / runs['gpudoctor --jobs 1, C scanner off']['cpu_s']:.0f}% "
+                f"of its own run without the scanner; the goal, 200 MB/s against the ~360 MB/s floor measured "
+                f"when it was set, is {100 * 360 / 200:.0f}% of the floor's CPU (the machine's speed changes from "
+                f"day to day, the share less)")
+    print(rows[-1], flush=True)
+    same = _without_time(runs["gpudoctor --jobs 1"]["stdout"]) == _without_time(
+        runs["gpudoctor --jobs 1, C scanner off"]["stdout"])
+    rows.append(f"reports with and without the C scanner identical: {same}")
     print(rows[-1], flush=True)
     if hta_python is not None:
         with tempfile.TemporaryDirectory(prefix="gd_bench_") as tmp:
@@ -463,6 +478,13 @@ def prepare(fallback_warm: Path | None = None) -> list[str]:
             f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}"]
     print(rows[0], flush=True)
     return rows
+
+
+def _native_in_child() -> bool:
+    """Whether the gpudoctor under test reads traces with the C scanner (asked of a child)."""
+    proc = subprocess.run([sys.executable, "-c", "from gpudoctor.trace import native; print(native.available())"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": _pythonpath(REPO / "src")})
+    return proc.stdout.strip() == "True"
 
 
 @functools.cache

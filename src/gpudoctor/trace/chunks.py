@@ -129,7 +129,10 @@ _LOOSE = msgspec.json.Decoder(list[LOOSE_ITEM])
 
 
 def _decode_events(decoder: msgspec.json.Decoder, text: bytes | bytearray | memoryview, builder: Builder) -> None:
-    """Strictly typed first; a chunk with a malformed event is decoded loosely and checked event by event."""
+    """The C scanner first (:mod:`.native`), then strictly typed; a chunk with a malformed event is
+    decoded loosely and checked event by event."""
+    if builder.add_scanned(text):
+        return
     try:
         events = decoder.decode(text)
     except msgspec.ValidationError:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Union
 
 import msgspec
 
+from gpudoctor.trace import native
 from gpudoctor.trace.masks import SIGN_CLEAR, doubles
 
 # Event kinds (one byte per event in EventTable.kind).
@@ -361,6 +362,36 @@ class Builder:
         t.nbytes.extend(array("q", [a.bytes for a in args]))
         if not t.ns_resolution:
             t.ns_resolution = not all(map(float.is_integer, ts))
+
+    def add_scanned(self, chunk: bytes | bytearray | memoryview) -> bool:
+        """Append one chunk's events through the C scanner (:mod:`.native`); False when it is not
+        built or leaves the chunk to :meth:`add` (nothing was added then)."""
+        if native.scan is None:
+            return False
+        columns = native.scan(chunk, self._name_ids, self._thread_ids, _CODE_BY_CAT)
+        if columns is None:
+            return False
+        codes, name, thread, ts, dur, stream, correlation, nbytes, memory_ts, allocated, reserved = columns
+        t = self.table
+        if memory_ts:
+            t.memory_ts.frombytes(memory_ts)
+            t.memory_allocated.frombytes(allocated)
+            t.memory_reserved.frombytes(reserved)
+        if not codes:
+            return True
+        if not self.old_schema:
+            self.old_schema = max(codes[:5000]) >= _OLD_SCHEMA_MARK
+        t.kind.extend(codes.translate(_UNMARKED))
+        t.name.frombytes(name)
+        t.thread.frombytes(thread)
+        t.ts.frombytes(ts)
+        t.dur.frombytes(dur)
+        t.stream.frombytes(stream)
+        t.correlation.frombytes(correlation)
+        t.nbytes.frombytes(nbytes)
+        if not t.ns_resolution:
+            t.ns_resolution = not all(map(float.is_integer, memoryview(ts).cast("d")))
+        return True
 
     def _drop_bad_times(self, complete: list[_Complete], ts: list[float],
                         dur: list[float]) -> tuple[list[_Complete], list[float], list[float]]:
