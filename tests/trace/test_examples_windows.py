@@ -39,3 +39,27 @@ def test_pageable_copies_are_bounded_by_the_gpu_without_them() -> None:
     assert gd302.severity is Severity.WARNING and gd302.impact is not None
     assert gd302.impact.est_speedup_low <= 1.49 and gd302.impact.est_speedup_high >= 1.57
     assert gd302.impact.est_speedup_high < 2.0
+
+
+def test_a_window_whose_kernels_ran_behind_the_host_is_pictured_on_the_gpu() -> None:
+    """The window's five steps were enqueued in 3 ms each (the profiler's start drained the queue) and
+    their kernels ran 43 ms per step, up to 237 ms after the last host span: clipped to the host's
+    spans, GD202 said 1.82× for a fix measured at 4.6–5.3× tool-free. Pictured on the GPU, each
+    step is its kernels' time, and the estimate holds the measured range."""
+    report = analyze_paths([str(DATA / "h200_tf32_off_window.json.gz")])
+    rank = report.data["ranks"][0]
+    assert rank["gpu_paced_steps"] is True and rank["gpu_behind_host_ms"] > 200
+    assert rank["profiled_step_ms"] == pytest.approx(3.0, abs=0.2)  # the host's spans, as they were
+    assert rank["step_time_ms"] == pytest.approx(43.2, abs=0.5)
+    assert rank["gemm_fp32_simt_ms_per_step"] > 40
+    assert rank["bound"] == "gpu-compute"
+    found = {f.code: f for f in report.findings}
+    gd202 = found["GD202"].impact
+    assert gd202 is not None and gd202.est_speedup_low <= 4.6 and gd202.est_speedup_high >= 5.0
+    assert any("queued ahead of the GPU" in note for note in report.notes)
+
+
+def test_a_window_in_step_with_its_kernels_keeps_the_host_spans() -> None:
+    """The same test on a window whose kernels ran inside the steps: nothing moves."""
+    report = analyze_paths([str(DATA / "h200_pageable_memcpy_window.json.gz")])
+    assert "gpu_paced_steps" not in report.data["ranks"][0]

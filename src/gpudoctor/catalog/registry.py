@@ -187,6 +187,8 @@ host_floor_ms                            trace:rank                             
 sync_gpu_idle_ms_per_step                trace:rank                                    ms      trace.bottleneck GPU idle per step after host syncs until the next kernel starts (at most 1 ms each, or the sync's wait)
 input_gpu_idle_ms_per_step               trace:rank                                    ms      trace.bottleneck GPU idle per step while the host loads the next batch
 gpu_idle_ms_per_step                     trace:rank                                    ms      trace.bottleneck GPU idle time per step
+gpu_paced_steps                          trace:rank                                    bool    trace.bottleneck the step picture follows each step's kernels on the GPU, not its host span: the kernels the steps launched ran far behind them (a GPU-bound loop that had queued ahead; present only then)
+gpu_behind_host_ms                       trace:rank                                    ms      trace.bottleneck with gpu_paced_steps: how long after the last profiled step's host span its last kernel ended
 bound                                    trace:rank                                    text    trace.bottleneck what bounds the step: gpu-compute, input, host-overhead, communication, memory
 # --- trace, whole trace set ---
 rank_count                               trace:run,straggler                           count   trace.facts      rank traces analysed together

@@ -119,7 +119,13 @@ def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = 
         return out
     parts, blocked_us, alloc_us, gemm_us, (active_us, loader_us, untraced_us) = _partition(t, ctx)
     n = ctx.n_steps
-    step_us = sum(b - a for _, a, b in ctx.steps)
+    host_step_us = step_us = sum(b - a for _, a, b in ctx.steps)
+    paced = gpu_paced_steps(t, ctx)
+    if paced is not None:  # the GPU's side of the picture from the GPU's own steps; the host's stays
+        parts, _, _, gemm_us, _ = _partition(t, Context(t, paced))
+        step_us = sum(b - a for _, a, b in paced)
+        out["gpu_paced_steps"] = True
+        out["gpu_behind_host_ms"] = round((paced[-1][2] - ctx.steps[-1][2]) / 1000.0, 3)
     step_ms = step_us / 1000.0 / n
     gpu_busy = sum(v for k, v in parts.items() if k.startswith("gpu:")) / 1000.0 / n
     own_host_us = max(0.0, active_us - loader_us)
@@ -133,7 +139,7 @@ def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = 
         "step_time_ms": round(unprofiled_us / 1000.0 / n, 3),
         "gpu_busy_ms_per_step": round(gpu_busy, 3),
         "gpu_idle_ms_per_step": round(step_ms - gpu_busy, 3),
-        "host_floor_ms": round(_host_floor(step_us, blocked_us, active_us, loader_us) / 1000.0 / n, 3),
+        "host_floor_ms": round(_host_floor(host_step_us, blocked_us, active_us, loader_us) / 1000.0 / n, 3),
         "host_active_ms_per_step": round(active_us / 1000.0 / n, 3),
         "host_untraced_ms_per_step": round(untraced_us / 1000.0 / n, 3),
         "sync_gpu_idle_ms_per_step": round(parts["idle:host sync"] / 1000.0 / n, 3),
@@ -154,6 +160,61 @@ def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = 
                                  allocator_ms=alloc_us / 1000.0 / n)
     out["bound"] = verdict.bound
     out["bound_share_pct"] = verdict.share_pct
+    return out
+
+
+#: The GPU work launched in a window's steps ends this many times the steps' own (host) length after the
+#: first of it starts: the loop had queued far ahead of the GPU, and its steps are the GPU's.
+GPU_PACED_RATIO = 1.5
+
+
+def gpu_paced_steps(t: EventTable, ctx: Context) -> list[tuple[int, float, float]] | None:
+    """The steps as the GPU ran them, when it ran far behind the host; else None.
+
+    A GPU-bound loop queues steps ahead of the GPU. When a profile window starts, the queue drains and
+    the window's steps are enqueued in a few ms each, their kernels running long after:
+    examples/tf32_off.py on the H200 had 3 ms ``ProfilerStep`` spans and 43 ms of kernels per step,
+    run from 36 to 253 ms after the first step began. Clipped to the host's spans, the step picture
+    saw 2.6 ms of GEMMs per 3 ms step; GD201/GD202 said 1.82× for a fix measured at 4.6–5.3×.
+
+    Each step here runs on the GPU from the end of the previous step's last kernel (the first step:
+    from its own first kernel) to the end of its own last kernel, by the launches inside the steps
+    (:meth:`Context.device_steps`). A step that launched nothing gets no GPU time.
+    """
+    n = ctx.n_steps
+    np = ctx.np
+    if np is not None:
+        step = ctx.device_step_array(t)
+        inside = step >= 0
+        if not inside.any():
+            return None
+        dev = ctx.device_array(t)[inside]
+        ts = column(t, "ts")[dev]
+        ends = ts + column(t, "dur")[dev]
+        first = float(ts.min())
+        last = np.full(n, -np.inf)
+        np.maximum.at(last, step[inside], ends)
+        step_end = last.tolist()
+    else:
+        launched = ctx.device_steps(t)
+        if not launched:
+            return None
+        ts, dur = t.ts, t.dur
+        first = min(ts[i] for i in launched)
+        step_end = [-float("inf")] * n
+        for i, k in launched.items():
+            e = ts[i] + dur[i]
+            if e > step_end[k]:
+                step_end[k] = e
+    host_us = sum(b - a for _, a, b in ctx.steps)
+    if max(step_end) - first <= GPU_PACED_RATIO * host_us:
+        return None
+    out: list[tuple[int, float, float]] = []
+    at = first
+    for (sid, _, _), end in zip(ctx.steps, step_end):
+        end = max(end, at)
+        out.append((sid, at, end))
+        at = end
     return out
 
 
@@ -751,9 +812,10 @@ def rank_bottleneck(values: dict[str, Any], rank: int | None) -> Bottleneck | No
     """The verdict of one rank from its facts (None without step parts)."""
     if values.get("step_time_ms") is None:  # no step parts: no steps, or no GPU work in them
         return None
-    step = values.get("profiled_step_ms") or values.get("step_time_ms")
+    parts = parts_from_facts(values)
+    # the parts add up to the profiled step — or, pictured on the GPU (gpu_paced_steps), to its step there
+    step = sum(parts.values()) if values.get("gpu_paced_steps") else values.get("profiled_step_ms") or values.get("step_time_ms")
     if not isinstance(step, (int, float)) or step <= 0:
         return None
     where = f" on rank {rank}" if rank is not None else ""
-    return verdict_from_parts(parts_from_facts(values), float(step), float(values.get("allocator_ms_per_step") or 0.0),
-                              where)
+    return verdict_from_parts(parts, float(step), float(values.get("allocator_ms_per_step") or 0.0), where)

@@ -141,6 +141,12 @@ def compute_rank_metrics(trace: RankTrace, processes: int = 1) -> RankMetrics:
         values.update(fusion)
         values.update(items[head:])
         values.update(picture)
+    if values.get("gpu_paced_steps"):
+        trace.notes.append(f"rank {trace.rank}: the kernels of the profiled steps ran up to "
+                           f"{values['gpu_behind_host_ms']:.0f} ms after the last step's host span ended (the "
+                           f"loop had queued ahead of the GPU): the step picture and the estimates follow each "
+                           f"step's kernels on the GPU ({values['step_time_ms']:.1f} ms per step), not its "
+                           f"{values['profiled_step_ms']:.1f} ms host span.")
     return RankMetrics(trace.rank, values, rows, collectives)
 
 
