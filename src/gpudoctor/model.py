@@ -199,6 +199,7 @@ class Finding:
     overlaps: tuple[str, ...] = ()  # the rule's ``overlaps``: rules whose cost is partly this one's (catalog)
     estimate_from: tuple[Source, ...] = ()  # the rule's ``estimate_from``: whose estimate a merge keeps first
     cleared_by: tuple[Source, ...] = ()  # the rule's ``cleared_by``: whose clean judgement withdraws it unestimated
+    symptom: bool = False  # the rule's ``symptom``: info beside a step verdict (catalog/merge.defer_symptoms)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -102,11 +102,12 @@ def test_attach_dashboard_shows_finding_and_fix_and_q_leaves_target_running(
 def test_analyze_tui_on_a_real_trace(tmux: Tmux, tmp_path: Path) -> None:
     status = tmp_path / "exit"
     tmux.start(f"{GPUDOCTOR} analyze --tui {TRACE}; echo $? > {status}; sleep 30", width=80, height=24)
-    # the verdict on top, the findings by estimated gain: GD102 (the input fix) first, then GD101
-    tmux.wait_for(lambda s: all(w in s for w in ("Bottleneck", "input", "GD101", "GD102", "input-bound",
+    # the verdict on top, the findings by estimated gain: GD102 (the input fix) first, then the info
+    # findings (GD201 …; GD101, a symptom, last: info beside the verdict)
+    tmux.wait_for(lambda s: all(w in s for w in ("Bottleneck", "input", "GD201", "GD102", "input-bound",
                                                    "DataLoader takes", "Gain")), 60)
     tmux.keys("Down")
-    tmux.wait_for(lambda s: "GPU idle" in s and "kernel time" in s, 10)
+    tmux.wait_for(lambda s: "GD201 missing-autocast" in s and "fp32" in s, 10)
     tmux.keys("q")
     deadline = time.monotonic() + 20
     while not status.exists() and time.monotonic() < deadline:

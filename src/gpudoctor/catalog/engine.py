@@ -145,4 +145,5 @@ def _finding(rule: Rule, when: When, fs: FactSet, env: dict[str, Any], options: 
         overlaps=rule.overlaps,
         estimate_from=rule.estimate_from,
         cleared_by=rule.cleared_by,
+        symptom=rule.symptom,
     )

@@ -155,3 +155,24 @@ def withdraw_cleared(findings: Iterable[Finding], cleared: Mapping[Source, froze
     convolutions already ran in TF32) are left out."""
     return [f for f in findings
             if f.impact is not None or not any(f.code in cleared.get(s, frozenset()) for s in f.cleared_by)]
+
+
+def defer_symptoms(findings: Iterable[Finding], verdict_line: str | None) -> list[Finding]:
+    """Findings of symptom rules (``symptom = true``: GD101, the GPU idles) are info where the report
+    has the step's verdict, which says the same thing and names what bounds the step.
+
+    A symptom has no fix of its own: its causes (input, syncs, launches, gaps …) carry the estimates.
+    Rated by its threshold alone it warned — critical at 60% idle — on steps no rule could shorten:
+    the small models of examples/input_bound.py and host_sync.py after their fixes, and of
+    memory_creep.py, where the host sets the pace (H200, bench/results/h200-validate-examples-dec4-night),
+    and accelerate's cv_example after its input fix. Without a verdict (a trace without
+    ``ProfilerStep``, NVML alone) the symptom is all there is, and it keeps its severity.
+    """
+    out = list(findings)
+    if not verdict_line:
+        return out
+    for i, f in enumerate(out):
+        if f.symptom and f.severity is not Severity.INFO:
+            note = (f"{f.impact_note}; " if f.impact_note else "") + f"info beside the step's verdict: {verdict_line}"
+            out[i] = replace(f, severity=Severity.INFO, impact_note=note)
+    return out

@@ -37,7 +37,7 @@ except ImportError:  # an interpreter without it
     from hashlib import blake2b as _digest
 
 #: Bump when the stored layout changes.
-_FORMAT = b"gpudoctor-rule-cache-1"
+_FORMAT = b"gpudoctor-rule-cache-2"  # 2: Rule.symptom
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
@@ -57,15 +57,32 @@ def _code_files() -> list[Path]:
     return sorted([*(_PACKAGE / "catalog").glob("*.py"), _PACKAGE / "model.py", _PACKAGE / "boundedio.py"])
 
 
+def _code_state() -> bytes:
+    """The parsing code's part of the key, read once per process — as the code in memory was loaded.
+
+    Read on every call it would describe the files on disk: a process started before they changed
+    (a test suite, a long ``attach`` during an upgrade) would store what its old code parsed under the
+    new code's key, and every later run would load those rules (a new rule field read as its default).
+    """
+    global _CODE_STATE
+    if _CODE_STATE is None:
+        parts = [_FORMAT, sys.version.encode()]
+        for code in _code_files():
+            try:
+                parts.append(str(code).encode() + b"\0" + code.read_bytes() + b"\0")
+            except OSError:
+                parts.append(b"missing\0")
+        _CODE_STATE = b"".join(parts)
+    return _CODE_STATE
+
+
+_CODE_STATE: bytes | None = None
+_code_state()  # now, with the modules it describes (the catalog package imports this one)
+
+
 def catalog_key(files: Sequence[tuple[Path, str]]) -> bytes:
     """The digest of what decides the parsed rules: the rule files' paths and texts, the parsing code."""
-    h = _digest(_FORMAT)
-    h.update(sys.version.encode())
-    for code in _code_files():
-        try:
-            h.update(str(code).encode() + b"\0" + code.read_bytes() + b"\0")
-        except OSError:
-            h.update(b"missing\0")
+    h = _digest(_code_state())
     for path, text in files:
         h.update(str(path).encode() + b"\0" + text.encode("utf-8", "surrogatepass") + b"\0")
     return h.digest()

@@ -74,6 +74,9 @@ class Rule:
     #: sources whose judgement withdraws this rule's findings that carry no estimate: a profile window's
     #: trace that judged the rule and found nothing measures what the live reading could only suspect
     cleared_by: tuple[Source, ...] = field(default_factory=tuple)
+    #: a symptom of what bounds the step, with no fix of its own (GD101: the GPU idles): info wherever
+    #: the report has the step's verdict, which names the bound (catalog/merge.defer_symptoms)
+    symptom: bool = False
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -160,7 +163,14 @@ def _parse(text: str, path: Path | None) -> Rule:
         overlaps=_codes(meta.get("overlaps", ()), code),
         estimate_from=_sources(meta.get("estimate_from", ()), "estimate_from"),
         cleared_by=_sources(meta.get("cleared_by", ()), "cleared_by"),
+        symptom=_flag(meta.get("symptom", False), "symptom"),
     )
+
+
+def _flag(raw: Any, key: str) -> bool:
+    if not isinstance(raw, bool):
+        raise ValueError(f"{key} must be true or false, not {raw!r}")
+    return raw
 
 
 def _sources(raw: Any, key: str) -> tuple[Source, ...]:

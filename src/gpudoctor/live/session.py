@@ -26,7 +26,13 @@ from typing import Any
 from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.catalog import Catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.catalog.merge import bound_by_live_input, judged_clear, merge_findings, withdraw_cleared
+from gpudoctor.catalog.merge import (
+    bound_by_live_input,
+    defer_symptoms,
+    judged_clear,
+    merge_findings,
+    withdraw_cleared,
+)
 from gpudoctor.live import stacks as stacks_mod
 from gpudoctor.live.agentlink import AgentLink
 from gpudoctor.live.bottleneck import live_bottleneck, reconciled_bottleneck
@@ -48,7 +54,7 @@ from gpudoctor.live.samples import (
 )
 from gpudoctor.live.shm import ShmCollector
 from gpudoctor.live.warmup import WarmUpGate
-from gpudoctor.model import Finding, NotEvaluated, Source
+from gpudoctor.model import Finding, NotEvaluated, Source, sort_findings
 
 log = logging.getLogger("gpudoctor.live.session")
 
@@ -445,14 +451,15 @@ class LiveSession:
         notes = tuple(self._notes.values()) + ((
             f"{', '.join(withdrawn)}: the profile window judged it and found nothing to fix; the live reading, "
             "which could not say what it costs, is withdrawn.",) if withdrawn else ())
+        bottleneck = (reconciled_bottleneck(self._profile_bottleneck, self._live_job)
+                      if self._profile_bottleneck is not None else self._live_bottleneck)
+        findings = merge_findings(bound_by_live_input(kept, float(wait) if isinstance(wait, (int, float)) else None))
         return Snapshot(
             timestamp=time.time(), started_at=self.started_at, target_pid=self.pid,
             process=self._process, gpus=latest_gpus, shm=self._shm, stacks=self._stacks,
             steps=self._agent.steps, agent=self._agent.state(),
-            findings=tuple(merge_findings(bound_by_live_input(
-                kept, float(wait) if isinstance(wait, (int, float)) else None))),
-            bottleneck=(reconciled_bottleneck(self._profile_bottleneck, self._live_job)
-                        if self._profile_bottleneck is not None else self._live_bottleneck),
+            findings=tuple(sort_findings(defer_symptoms(findings, bottleneck.line if bottleneck else None))),
+            bottleneck=bottleneck,
             not_evaluated=tuple(self._not_evaluated), notes=notes,
             ranks=self._ranks.pids if self._ranks is not None else (),
             rank_table=self._ranks.table if self._ranks is not None else (),

@@ -565,9 +565,12 @@ static int take(Span *slot, Ptr s, Ptr e) {
     return OK;
 }
 
-static int scan_args(Ptr *pp, Ptr end, Event *ev) {
+typedef int (*MemberFn)(Event *ev, Ptr key, size_t n, Ptr *pp, Ptr end);
+
+/* Walks one object (*pp at its "{"): each member's key (which must have no escapes) and its value's
+ * position go to ``member``, which steps over the value. */
+static int scan_members(Ptr *pp, Ptr end, Event *ev, MemberFn member) {
     Ptr p = skip_ws(*pp + 1, end);
-    ev->args_object = 1;
     if (p < end && *p == '}') {
         *pp = p + 1;
         return OK;
@@ -581,16 +584,7 @@ static int scan_args(Ptr *pp, Ptr end, Event *ev) {
         p = skip_ws(p, end);
         if (p >= end || *p != ':') return BAIL;
         p = skip_ws(p + 1, end);
-        Ptr s = p;
-        if (skip_value(&p, end) != OK) return BAIL;
-        Span *slot = NULL;
-        if (KEY(6, "stream")) slot = &ev->stream;
-        else if (KEY(11, "correlation")) slot = &ev->correlation;
-        else if (KEY(5, "bytes")) slot = &ev->nbytes;
-        else if (KEY(15, "Total Allocated")) slot = &ev->allocated;
-        else if (KEY(14, "Total Reserved")) slot = &ev->reserved;
-        else if (KEY(11, "Device Type")) slot = &ev->device_type;
-        if (slot && take(slot, s, p) != OK) return BAIL;
+        if (member(ev, k, n, &p, end) != OK) return BAIL;
         p = skip_ws(p, end);
         if (p >= end) return BAIL;
         if (*p == ',') {
@@ -605,61 +599,49 @@ static int scan_args(Ptr *pp, Ptr end, Event *ev) {
     }
 }
 
-/* One event object: *pp at its "{". The spans of the keys read are recorded, everything else is
+/* One member of an event's args: the ids and memory counters are recorded, the rest skipped. */
+static int args_member(Event *ev, Ptr k, size_t n, Ptr *pp, Ptr end) {
+    Ptr s = *pp;
+    if (skip_value(pp, end) != OK) return BAIL;
+    Span *slot = NULL;
+    if (KEY(6, "stream")) slot = &ev->stream;
+    else if (KEY(11, "correlation")) slot = &ev->correlation;
+    else if (KEY(5, "bytes")) slot = &ev->nbytes;
+    else if (KEY(15, "Total Allocated")) slot = &ev->allocated;
+    else if (KEY(14, "Total Reserved")) slot = &ev->reserved;
+    else if (KEY(11, "Device Type")) slot = &ev->device_type;
+    return slot ? take(slot, s, *pp) : OK;
+}
+
+/* One member of an event: the keys the tables read are recorded (args member by member), the rest
  * checked for syntax and skipped. */
-static int scan_object(Ptr *pp, Ptr end, Event *ev) {
-    Ptr p = skip_ws(*pp + 1, end);
-    if (p < end && *p == '}') {
-        *pp = p + 1;
-        return OK;
+static int event_member(Event *ev, Ptr k, size_t n, Ptr *pp, Ptr end) {
+    Ptr s = *pp;
+    if (KEY(4, "args") && *pp < end && **pp == '{') {
+        if (ev->args.s) return BAIL;
+        ev->args_object = 1;
+        if (scan_members(pp, end, ev, args_member) != OK) return BAIL;
+        return take(&ev->args, s, *pp);
     }
-    for (;;) {
-        int escaped = 0;
-        if (p >= end || *p != '"') return BAIL;
-        Ptr k = p + 1;
-        if (skip_string(&p, end, &escaped) != OK || escaped) return BAIL;
-        size_t n = (size_t)(p - k - 1);
-        p = skip_ws(p, end);
-        if (p >= end || *p != ':') return BAIL;
-        p = skip_ws(p + 1, end);
-        Ptr s = p;
-        if (KEY(4, "args") && p < end && *p == '{') {
-            if (ev->args.s || scan_args(&p, end, ev) != OK) return BAIL;
-            ev->args.s = s;
-            ev->args.e = p;
-        } else {
-            if (skip_value(&p, end) != OK) return BAIL;
-            Span *slot = NULL;
-            switch (n) {
-            case 2:
-                if (KEY(2, "ph")) slot = &ev->ph;
-                else if (KEY(2, "ts")) slot = &ev->ts;
-                break;
-            case 3:
-                if (KEY(3, "cat")) slot = &ev->cat;
-                else if (KEY(3, "pid")) slot = &ev->pid;
-                else if (KEY(3, "tid")) slot = &ev->tid;
-                else if (KEY(3, "dur")) slot = &ev->dur;
-                break;
-            case 4:
-                if (KEY(4, "name")) slot = &ev->name;
-                else if (KEY(4, "args")) slot = &ev->args; /* not an object: the strict decode fails */
-                break;
-            }
-            if (slot && take(slot, s, p) != OK) return BAIL;
-        }
-        p = skip_ws(p, end);
-        if (p >= end) return BAIL;
-        if (*p == ',') {
-            p = skip_ws(p + 1, end);
-            continue;
-        }
-        if (*p == '}') {
-            *pp = p + 1;
-            return OK;
-        }
-        return BAIL;
+    if (skip_value(pp, end) != OK) return BAIL;
+    Span *slot = NULL;
+    switch (n) {
+    case 2:
+        if (KEY(2, "ph")) slot = &ev->ph;
+        else if (KEY(2, "ts")) slot = &ev->ts;
+        break;
+    case 3:
+        if (KEY(3, "cat")) slot = &ev->cat;
+        else if (KEY(3, "pid")) slot = &ev->pid;
+        else if (KEY(3, "tid")) slot = &ev->tid;
+        else if (KEY(3, "dur")) slot = &ev->dur;
+        break;
+    case 4:
+        if (KEY(4, "name")) slot = &ev->name;
+        else if (KEY(4, "args")) slot = &ev->args; /* not an object: the strict decode fails */
+        break;
     }
+    return slot ? take(slot, s, *pp) : OK;
 }
 
 static const char SKIPPED_PHASES[] = "BEIbnestfPONDMVvRc()STpFCG";
@@ -765,7 +747,7 @@ static int scan_array(Scan *sc, Ptr p, Ptr end) {
         ev.ph.s = ev.cat.s = ev.name.s = ev.pid.s = ev.tid.s = ev.ts.s = ev.dur.s = ev.args.s = NULL;
         ev.stream.s = ev.correlation.s = ev.nbytes.s = ev.allocated.s = ev.reserved.s = ev.device_type.s = NULL;
         ev.args_object = 0;
-        TRY(scan_object(&p, end, &ev));
+        TRY(scan_members(&p, end, &ev, event_member));
         TRY(emit(sc, &ev));
         p = skip_ws(p, end);
         if (p >= end) return BAIL;
