@@ -358,6 +358,19 @@ static int span_is_str(Span v) {
 
 /* ---------------------------------------------------------------- interning */
 
+#define TRY(expr) do { int rc_ = (expr); if (rc_ != OK) return rc_; } while (0)
+
+/* A str from raw bytes; BAIL when they are not UTF-8 (the strict decode rejects such a name). */
+static int decode_utf8(Ptr s, size_t n, PyObject **out) {
+    *out = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, NULL);
+    if (*out) return OK;
+    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        return BAIL;
+    }
+    return ERR;
+}
+
 static inline uint64_t hash_bytes(Ptr s, size_t n) {
     /* 8 bytes at a time (collisions only cost a memcmp: every hit is compared in full) */
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, w;
@@ -462,14 +475,8 @@ static int intern_name(Interner *t, Ptr s, size_t n, uint32_t *id) {
         }
         j = (j + 1) & t->mask;
     }
-    PyObject *key = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, NULL);
-    if (!key) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-            PyErr_Clear();
-            return BAIL;
-        }
-        return ERR;
-    }
+    PyObject *key;
+    TRY(decode_utf8(s, n, &key));
     if (interner_resolve(t, key, id) != OK) return ERR;
     Slot *sl = &t->slots[j];
     sl->s = s; sl->n = n; sl->h = h; sl->id = *id; sl->used = 1;
@@ -651,14 +658,8 @@ static int category_code(Scan *sc, Ptr s, size_t n, int *code) {
         *code = sc->cat_code;
         return OK;
     }
-    PyObject *key = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, NULL);
-    if (!key) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-            PyErr_Clear();
-            return BAIL;
-        }
-        return ERR;
-    }
+    PyObject *key;
+    TRY(decode_utf8(s, n, &key));
     PyObject *v = PyDict_GetItemWithError(sc->code_by_cat, key);
     Py_DECREF(key);
     long c = 0;
@@ -674,8 +675,6 @@ static int category_code(Scan *sc, Ptr s, size_t n, int *code) {
     *code = (int)c;
     return OK;
 }
-
-#define TRY(expr) do { int rc_ = (expr); if (rc_ != OK) return rc_; } while (0)
 
 /* Checks one event's types as the strict decode would and appends it to the columns. */
 static int emit(Scan *sc, Event *ev) {
