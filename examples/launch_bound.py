@@ -51,14 +51,17 @@ def main() -> None:
     parser = make_parser(__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--no-compile", action="store_true", help="with --fix: built-ins only, no torch.compile")
+    parser.add_argument("--graphs-only", action="store_true",
+                        help="without --fix: GD303's own fix alone — the hand-rolled ops kept, the model compiled "
+                             "with mode=reduce-overhead (bench/gpu/launch_bound_rates.py)")
     args = parser.parse_args()
     device = setup(args, "launch_bound")
     on_cuda = device.type == "cuda"
     healthy_cuda_defaults(device)
     batch, width, depth = (args.batch_size or 32, 128, 48) if on_cuda else (args.batch_size or 8, 64, 24)
     model = nn.Sequential(*(HandRolledBlock(width, args.fix) for _ in range(depth)), nn.Linear(width, 10)).to(device)
-    forward = (torch.compile(model, mode="reduce-overhead") if (args.fix and on_cuda and not args.no_compile)
-               else model)
+    compiled = on_cuda and ((args.fix and not args.no_compile) or args.graphs_only)
+    forward = torch.compile(model, mode="reduce-overhead") if compiled else model
     mark_step = getattr(torch.compiler, "cudagraph_mark_step_begin", None)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=on_cuda, foreach=None if on_cuda else True)
     loss_fn = nn.CrossEntropyLoss()
