@@ -57,32 +57,27 @@ def _code_files() -> list[Path]:
     return sorted([*(_PACKAGE / "catalog").glob("*.py"), _PACKAGE / "model.py", _PACKAGE / "boundedio.py"])
 
 
-def _code_state() -> bytes:
-    """The parsing code's part of the key, read once per process — as the code in memory was loaded.
-
-    Read on every call it would describe the files on disk: a process started before they changed
-    (a test suite, a long ``attach`` during an upgrade) would store what its old code parsed under the
-    new code's key, and every later run would load those rules (a new rule field read as its default).
-    """
-    global _CODE_STATE
-    if _CODE_STATE is None:
-        parts = [_FORMAT, sys.version.encode()]
-        for code in _code_files():
-            try:
-                parts.append(str(code).encode() + b"\0" + code.read_bytes() + b"\0")
-            except OSError:
-                parts.append(b"missing\0")
-        _CODE_STATE = b"".join(parts)
-    return _CODE_STATE
+def _read_code_state() -> bytes:
+    """The parsing code's part of the key (the format, the Python version, the parsing modules' text)."""
+    parts = [_FORMAT, sys.version.encode()]
+    for code in _code_files():
+        try:
+            parts.append(str(code).encode() + b"\0" + code.read_bytes() + b"\0")
+        except OSError:
+            parts.append(b"missing\0")
+    return b"".join(parts)
 
 
-_CODE_STATE: bytes | None = None
-_code_state()  # now, with the modules it describes (the catalog package imports this one)
+#: Read once, at import — with the code in memory, as it was loaded. Read on every call it would
+#: describe the files on disk: a process started before they changed (a test suite, a long ``attach``
+#: during an upgrade) would store what its old code parsed under the new code's key, and every later
+#: run would load those rules (a new rule field read as its default).
+_CODE_STATE = _read_code_state()
 
 
 def catalog_key(files: Sequence[tuple[Path, str]]) -> bytes:
     """The digest of what decides the parsed rules: the rule files' paths and texts, the parsing code."""
-    h = _digest(_code_state())
+    h = _digest(_CODE_STATE)
     for path, text in files:
         h.update(str(path).encode() + b"\0" + text.encode("utf-8", "surrogatepass") + b"\0")
     return h.digest()

@@ -347,9 +347,7 @@ class Builder:
                 return
             codes = bytes([_CODE_BY_CAT.get(e.cat, K_OTHER) for e in complete])
         t = self.table
-        if not self.old_schema:  # the 2021 schema's categories show up in any stretch of events
-            self.old_schema = max(codes[:5000]) >= _OLD_SCHEMA_MARK
-        t.kind.extend(codes.translate(_UNMARKED))
+        self._add_kinds(codes)
         name_ids = self._name_ids
         t.name.extend(array("I", [name_ids.setdefault(e.name, len(name_ids)) for e in complete]))
         thread_ids = self._thread_ids
@@ -360,8 +358,18 @@ class Builder:
         t.stream.extend(array("q", [a.stream for a in args]))
         t.correlation.extend(array("q", [a.correlation for a in args]))
         t.nbytes.extend(array("q", [a.bytes for a in args]))
-        if not t.ns_resolution:
-            t.ns_resolution = not all(map(float.is_integer, ts))
+        self._note_resolution(ts)
+
+    def _add_kinds(self, codes: bytes) -> None:
+        """The kind column from one chunk's builder codes (the 2021 schema's marks taken off, noted)."""
+        if not self.old_schema:  # the 2021 schema's categories show up in any stretch of events
+            self.old_schema = max(codes[:5000]) >= _OLD_SCHEMA_MARK
+        self.table.kind.extend(codes.translate(_UNMARKED))
+
+    def _note_resolution(self, ts: Iterable[float]) -> None:
+        """Whether timestamps carry fractions of a µs (ns resolution), once one chunk shows it."""
+        if not self.table.ns_resolution:
+            self.table.ns_resolution = not all(map(float.is_integer, ts))
 
     def add_scanned(self, chunk: bytes | bytearray | memoryview) -> bool:
         """Append one chunk's events through the C scanner (:mod:`.native`); False when it is not
@@ -379,9 +387,7 @@ class Builder:
             t.memory_reserved.frombytes(reserved)
         if not codes:
             return True
-        if not self.old_schema:
-            self.old_schema = max(codes[:5000]) >= _OLD_SCHEMA_MARK
-        t.kind.extend(codes.translate(_UNMARKED))
+        self._add_kinds(codes)
         t.name.frombytes(name)
         t.thread.frombytes(thread)
         t.ts.frombytes(ts)
@@ -389,8 +395,7 @@ class Builder:
         t.stream.frombytes(stream)
         t.correlation.frombytes(correlation)
         t.nbytes.frombytes(nbytes)
-        if not t.ns_resolution:
-            t.ns_resolution = not all(map(float.is_integer, memoryview(ts).cast("d")))
+        self._note_resolution(memoryview(ts).cast("d"))
         return True
 
     def _drop_bad_times(self, complete: list[_Complete], ts: list[float],
