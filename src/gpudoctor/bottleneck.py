@@ -10,8 +10,9 @@ What it must not do: measure anything, import anything heavy, or render colours.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 #: Step parts, in the order the picture shows them.
 PARTS = ("gpu:busy", "gpu:gemm/conv", "gpu:fusible", "gpu:other", "gpu:communication", "gpu:memcpy",
@@ -23,8 +24,7 @@ LABELS = {"gpu:busy": "GPU busy", "gpu:gemm/conv": "GEMM/conv", "gpu:fusible": "
           "idle:host sync": "sync idle", "idle:host/launch": "host idle"}
 
 
-@dataclass(frozen=True)
-class Bottleneck:
+class Bottleneck(msgspec.Struct, frozen=True):
     """What bounds the step, with the share of the step it takes and the parts it is made of."""
 
     bound: str                      # gpu-compute | input | host-overhead | communication | memory

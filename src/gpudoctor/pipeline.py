@@ -100,7 +100,7 @@ def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
                  context: Mapping[str, Any] | None = None) -> Report:
     """Run the trace rules over a trace set's facts (``context`` added to its run scope) and assemble
     the report."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from gpudoctor.catalog.engine import evaluate
     from gpudoctor.catalog.merge import defer_symptoms

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
+
+import msgspec
 
 from gpudoctor.quantiles import median
 
@@ -30,8 +31,7 @@ CAUSES = ("input", "gpu", "cpu", "compute")
 RULE_FILE = "GD601-straggler-rank.md"
 
 
-@dataclass(frozen=True)
-class StragglerThresholds:
+class StragglerThresholds(msgspec.Struct, frozen=True):
     """GD601's options that the straggler logic itself uses (names as in the rule file)."""
 
     min_straggler_score: float
@@ -62,10 +62,10 @@ def thresholds(overrides: Mapping[str, Any] | None = None) -> StragglerThreshold
     """
     merged = {**_rule_options(), **dict(overrides or {})}
     values: dict[str, Any] = {}
-    for f in fields(StragglerThresholds):
-        if f.name not in merged:
-            raise KeyError(f"{RULE_FILE} has no option {f.name!r}")
-        values[f.name] = int(merged[f.name]) if f.type == "int" else float(merged[f.name])
+    for name, kind in StragglerThresholds.__annotations__.items():  # "int" or "float" (postponed annotations)
+        if name not in merged:
+            raise KeyError(f"{RULE_FILE} has no option {name!r}")
+        values[name] = int(merged[name]) if kind == "int" else float(merged[name])
     return StragglerThresholds(**values)
 
 
@@ -81,8 +81,7 @@ def score(reference_ms: float, own_ms: float) -> float:
     return reference_ms / own_ms if own_ms > 0 else 1.0
 
 
-@dataclass(frozen=True)
-class RankEvidence:
+class RankEvidence(msgspec.Struct, frozen=True):
     """What one rank did per step, as far as the side that judges it knows (``None``: not measured).
 
     Attributes:

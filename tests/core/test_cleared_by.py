@@ -9,10 +9,10 @@ and the list kept the live suspicion anyway.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.merge import judged_clear, withdraw_cleared

@@ -8,9 +8,9 @@ its 3.1 ms/step. The two gains do not add, and the list says so on the finding l
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import pytest
+from msgspec.structs import replace
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from gpudoctor.catalog.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
@@ -41,7 +42,7 @@ def test_a_symptom_is_info_beside_a_verdict_and_keeps_its_severity_without_one()
 
 def test_only_symptom_rules_are_deferred() -> None:
     (finding,) = _gd101(75.0)
-    cause = finding.__class__(**{**finding.__dict__, "code": "GD303", "symptom": False})
+    cause = replace(finding, code="GD303", symptom=False)
     assert defer_symptoms([cause], "a verdict")[0].severity is Severity.CRITICAL
 
 

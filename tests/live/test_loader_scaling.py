@@ -109,7 +109,7 @@ def test_a_profile_windows_trace_is_bounded_by_the_live_context_a_trace_alone_is
 
 def test_a_merged_gd102_keeps_the_agents_estimate_over_the_profile_windows() -> None:
     # run3 on the H200: the window's 5 steps were 41.6 ms (batches ready), the loop's mean 110 ms
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from gpudoctor.catalog.merge import merge_findings
     from gpudoctor.model import Finding, Impact

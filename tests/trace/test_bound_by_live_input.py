@@ -75,7 +75,7 @@ def test_gpu_side_findings_gain_nothing_when_the_input_cannot_go_faster() -> Non
         assert f.impact.est_speedup_low == f.impact.est_speedup_high == 1.0
         assert "more workers will not hide it (GD102)" in f.impact.basis and f.impact.after is None
     # an input fix that still gains something leaves the GPU-side estimates as they are
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     gaining = replace(gd102, impact=replace(gd102.impact, est_speedup_high=1.3))
     kept = {f.code: f for f in bound_by_live_input([*trace, gaining], 32.0)}

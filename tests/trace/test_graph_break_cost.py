@@ -13,11 +13,11 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate

@@ -8,8 +8,9 @@ text or condition); codes are otherwise never reused — retired codes go in ``R
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from gpudoctor.catalog import rulecache
 from gpudoctor.catalog.impact import DEFAULT_OPTIONS
@@ -29,9 +30,8 @@ def builtin_rules_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "rules"
 
 
-@dataclass
-class Catalog:
-    rules: dict[str, Rule] = field(default_factory=dict)
+class Catalog(msgspec.Struct):
+    rules: dict[str, Rule] = msgspec.field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Rule]:
         return iter(sorted(self.rules.values(), key=lambda r: r.code))

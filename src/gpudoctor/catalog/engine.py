@@ -10,8 +10,9 @@ other scope of the same source as a fallback.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from gpudoctor.catalog.catalog import Catalog
 from gpudoctor.catalog.expr import MISSING, ExpressionError
@@ -23,11 +24,10 @@ from gpudoctor.model import Evidence, FactSet, Finding, NotEvaluated, Source
 RUN_SCOPE = "run"
 
 
-@dataclass
-class Evaluation:
-    findings: list[Finding] = field(default_factory=list)
-    not_evaluated: list[NotEvaluated] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+class Evaluation(msgspec.Struct):
+    findings: list[Finding] = msgspec.field(default_factory=list)
+    not_evaluated: list[NotEvaluated] = msgspec.field(default_factory=list)
+    errors: list[str] = msgspec.field(default_factory=list)
 
 
 def evaluate(

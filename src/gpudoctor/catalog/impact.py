@@ -26,8 +26,9 @@ What it must not do: know any rule's facts; read files; import anything heavy.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpudoctor.catalog.expr import MISSING, Condition, ExpressionError, Template
 from gpudoctor.model import Impact, Severity
@@ -49,8 +50,7 @@ GPU_BUSY = "gpu_busy_ms_per_step"
 HOST_FLOOR = "host_floor_ms"
 
 
-@dataclass(frozen=True)
-class ImpactModel:
+class ImpactModel(msgspec.Struct, frozen=True):
     """A rule's declared estimate: expressions over facts, and the side of the step the fix shortens."""
 
     side: str
@@ -92,8 +92,7 @@ def parse_impact(raw: Mapping[str, Any]) -> ImpactModel:
                        Condition(str(raw["saved_ms_high"])), Template(str(raw["basis"])), floor_ms=floor)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """The outcome of a model on one fact set: an impact, or a note saying why there is none."""
 
     impact: Impact | None

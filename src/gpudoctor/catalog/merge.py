@@ -16,8 +16,9 @@ What it must not do: evaluate rules or change evidence.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from gpudoctor.model import Finding, Severity, Source, sort_findings
 

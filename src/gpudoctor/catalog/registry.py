@@ -18,7 +18,8 @@ producer's tests import it).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from gpudoctor.model import Source
 
@@ -30,8 +31,7 @@ UNITS = ("%", "ms", "us", "s", "MiB", "MB", "MiB/s", "W", "degC", "MHz", "count"
 LOCATION_NAMES = frozenset({"rank", "step", "pid", "gpu", "path", "line", "col", "label", "start_us", "end_us"})
 
 
-@dataclass(frozen=True)
-class FactSpec:
+class FactSpec(msgspec.Struct, frozen=True):
     """One fact as one source produces it."""
 
     name: str

@@ -7,9 +7,10 @@ The format is documented in ``docs/rules-format.md``. Everything a view shows ab
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from gpudoctor.boundedio import InputFileError, loads_toml, read_regular_text
 from gpudoctor.catalog.expr import Condition, ExpressionError, Template
@@ -38,8 +39,7 @@ class RuleFileError(ValueError):
     """A rule file that cannot be loaded; the message names the file."""
 
 
-@dataclass(frozen=True)
-class When:
+class When(msgspec.Struct, frozen=True):
     """One way a rule can fire: for one source, over fact sets of one scope."""
 
     source: Source
@@ -51,8 +51,7 @@ class When:
     impact: ImpactModel | None = None  # this block's estimate (the rule's [impact] unless overridden)
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     code: str
     name: str
     title: str
@@ -64,16 +63,16 @@ class Rule:
     fix: Fix
     evidence: tuple[str, ...] = ()
     path: Path | None = None
-    tags: tuple[str, ...] = field(default_factory=tuple)
+    tags: tuple[str, ...] = msgspec.field(default_factory=tuple)
     #: rules whose measured cost is partly this one's (the same wait, the same kernels, the same fix):
     #: when both fire, the one listed lower says that its gain is not in addition (catalog/merge.py)
-    overlaps: tuple[str, ...] = field(default_factory=tuple)
+    overlaps: tuple[str, ...] = msgspec.field(default_factory=tuple)
     #: whose estimate a merged finding keeps when several sources' agree (catalog/merge.py); empty: the
     #: default order (trace, live, env, static)
-    estimate_from: tuple[Source, ...] = field(default_factory=tuple)
+    estimate_from: tuple[Source, ...] = msgspec.field(default_factory=tuple)
     #: sources whose judgement withdraws this rule's findings that carry no estimate: a profile window's
     #: trace that judged the rule and found nothing measures what the live reading could only suspect
-    cleared_by: tuple[Source, ...] = field(default_factory=tuple)
+    cleared_by: tuple[Source, ...] = msgspec.field(default_factory=tuple)
     #: a symptom of what bounds the step, with no fix of its own (GD101: the GPU idles): info wherever
     #: the report has the step's verdict, which names the bound (catalog/merge.defer_symptoms)
     symptom: bool = False

@@ -14,13 +14,13 @@ is already by gain), or group findings that have a place other than a rank (a fi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gpudoctor.model import Finding
 
 
-@dataclass(frozen=True)
-class FindingGroup:
+class FindingGroup(msgspec.Struct, frozen=True):
     """A finding and the same rule's findings on other ranks (``others`` empty: a finding alone)."""
 
     lead: Finding

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.model import Finding, NotEvaluated, Severity, sort_findings
 
 
-@dataclass
-class MetricTable:
+class MetricTable(msgspec.Struct):
     """A small table of numbers for the report (e.g. per-rank temporal breakdown).
 
     ``rows`` are dicts with the same keys as ``columns``; column names carry units.
@@ -22,20 +22,19 @@ class MetricTable:
     key: str = ""  # machine name for JSON, e.g. "ranks"
 
 
-@dataclass
-class Report:
+class Report(msgspec.Struct):
     """Findings plus the evidence tables behind them, from one entrance."""
 
     command: str                      # analyze | check | attach
     inputs: list[str]
-    findings: list[Finding] = field(default_factory=list)
-    not_evaluated: list[NotEvaluated] = field(default_factory=list)
-    tables: list[MetricTable] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)  # extra machine-readable sections (e.g. per-rank metrics)
+    findings: list[Finding] = msgspec.field(default_factory=list)
+    not_evaluated: list[NotEvaluated] = msgspec.field(default_factory=list)
+    tables: list[MetricTable] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+    data: dict[str, Any] = msgspec.field(default_factory=dict)  # extra machine-readable sections (e.g. per-rank metrics)
     elapsed_s: float | None = None
     headline: str | None = None  # replaces the findings-count sentence (e.g. compare's verdict)
-    bottlenecks: list[Bottleneck] = field(default_factory=list)  # what bounds the step: per rank, or the job
+    bottlenecks: list[Bottleneck] = msgspec.field(default_factory=list)  # what bounds the step: per rank, or the job
 
     @property
     def bottleneck(self) -> Bottleneck | None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import gc
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.forkpool import ForkPool, WorkerDied, can_fork, usable_cores
@@ -33,8 +34,7 @@ if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 
 
-@dataclass
-class RankFacts:
+class RankFacts(msgspec.Struct):
     """One rank, analysed: its trace's header and notes, its metrics, and JSON-only extras.
 
     ``trace.events`` is emptied once the metrics are computed (unless the caller asks to keep
@@ -43,7 +43,7 @@ class RankFacts:
 
     trace: RankTrace
     metrics: RankMetrics
-    extra: dict[str, FactValue] = field(default_factory=dict)
+    extra: dict[str, FactValue] = msgspec.field(default_factory=dict)
 
     @property
     def rank(self) -> int:
@@ -54,8 +54,7 @@ class RankFacts:
         self.metrics.rank = rank
 
 
-@dataclass
-class TraceSetFacts:
+class TraceSetFacts(msgspec.Struct):
     """Every rank of a trace set, analysed, plus what the rules engine needs (fact sets) and notes."""
 
     ranks: list[RankFacts]

@@ -20,7 +20,7 @@ import sys
 from array import array
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import compress
 from typing import TYPE_CHECKING, Any, TypedDict, Union
 
@@ -125,6 +125,8 @@ else:  # what msgspec decodes one item of traceEvents into
 
 
 # The loose shapes: any JSON value decodes into one of these without its nested content being built.
+# _AnyObject and _LooseEvent stay dataclasses: msgspec takes at most one untagged Struct type in a
+# union, and _AnyArray is that one in each union here.
 @dataclass
 class _AnyObject:
     """Any JSON object (its keys are skipped, not decoded)."""
@@ -190,30 +192,30 @@ class _LooseHeader(msgspec.Struct):
     traceEvents: list[LOOSE_ITEM] | None = None
 
 
-@dataclass
-class EventTable:
+class EventTable(msgspec.Struct):
     """All complete (``ph: X``) events of one trace file as parallel columns.
 
     ``stream`` is -1 for host events, ``correlation`` -1 when absent, ``nbytes`` -1 when absent;
     ``name`` and ``thread`` index into ``names`` and ``threads``. Times are µs (floats).
     """
 
-    names: list[str] = field(default_factory=list)
-    threads: list[tuple[Any, Any]] = field(default_factory=list)
-    kind: bytearray = field(default_factory=bytearray)
-    name: array = field(default_factory=lambda: array("I"))
-    thread: array = field(default_factory=lambda: array("I"))
-    ts: array = field(default_factory=lambda: array("d"))
-    dur: array = field(default_factory=lambda: array("d"))
-    stream: array = field(default_factory=lambda: array("q"))
-    correlation: array = field(default_factory=lambda: array("q"))
-    nbytes: array = field(default_factory=lambda: array("q"))
-    memory_ts: array = field(default_factory=lambda: array("d"))
-    memory_allocated: array = field(default_factory=lambda: array("d"))
-    memory_reserved: array = field(default_factory=lambda: array("d"))
+    names: list[str] = msgspec.field(default_factory=list)
+    threads: list[tuple[Any, Any]] = msgspec.field(default_factory=list)
+    kind: bytearray = msgspec.field(default_factory=bytearray)
+    name: array = msgspec.field(default_factory=lambda: array("I"))
+    thread: array = msgspec.field(default_factory=lambda: array("I"))
+    ts: array = msgspec.field(default_factory=lambda: array("d"))
+    dur: array = msgspec.field(default_factory=lambda: array("d"))
+    stream: array = msgspec.field(default_factory=lambda: array("q"))
+    correlation: array = msgspec.field(default_factory=lambda: array("q"))
+    nbytes: array = msgspec.field(default_factory=lambda: array("q"))
+    memory_ts: array = msgspec.field(default_factory=lambda: array("d"))
+    memory_allocated: array = msgspec.field(default_factory=lambda: array("d"))
+    memory_reserved: array = msgspec.field(default_factory=lambda: array("d"))
     ns_resolution: bool = False
-    #: Derived look-ups computed once per table by the analyses (e.g. HTA's device selection).
-    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: Derived look-ups computed once per table by the analyses (e.g. HTA's device selection). It is
+    #: compared with the columns (``==``, as the parity tests use it): empty until an analysis runs.
+    cache: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.kind)

@@ -18,8 +18,9 @@ What it must not do: read files or evaluate rules.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpudoctor.model import FactSet, FactValue, Location, Source
 from gpudoctor.quantiles import median
@@ -153,8 +154,7 @@ def slower_step_counts(metrics: Sequence[RankMetrics], column: str) -> dict[int,
     return out
 
 
-@dataclass(frozen=True)
-class _Work:
+class _Work(msgspec.Struct, frozen=True):
     """What a rank did per step (medians): DataLoader time, host ``aten::`` ops, GPU busy time."""
 
     loader_ms: float | None = None

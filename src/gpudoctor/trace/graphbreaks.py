@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from gpudoctor.trace import vectorized
 from gpudoctor.trace.context import Context, pct
@@ -39,15 +40,14 @@ _REGION = "Torch-Compiled Region"
 _FX_CALL = "## Call CompiledFxGraph"
 
 
-@dataclass
-class CompiledCall:
+class CompiledCall(msgspec.Struct):
     """One outer call of a compiled function on one host thread, with every region nested in it."""
 
     frame: str
     thread: int
     start: float
     end: float
-    regions: list[int] = field(default_factory=list)
+    regions: list[int] = msgspec.field(default_factory=list)
 
 
 def frame_of(name: str) -> str:

@@ -18,8 +18,9 @@ import bisect
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from gpudoctor.quantiles import median
 from gpudoctor.trace import kernels as kn
@@ -68,14 +69,13 @@ _GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "hipGraphLaunch"})
 #: (``c10d::allreduce_`` …) and ``record_param_comms``.
 HOST_COLLECTIVE_RE = re.compile(r"^(gloo|nccl|mpi|ucc|xccl):|^c10d::|^record_param_comms$")
 
-@dataclass
-class RankMetrics:
+class RankMetrics(msgspec.Struct):
     """Everything measured on one rank: facts for the rules, rows for the tables."""
 
     rank: int
     values: dict[str, FactValue]
-    step_rows: list[dict[str, Any]] = field(default_factory=list)
-    collectives: dict[str, list[float]] = field(default_factory=dict)  # kernel name → start times (µs)
+    step_rows: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    collectives: dict[str, list[float]] = msgspec.field(default_factory=dict)  # kernel name → start times (µs)
 
 
 def compute_rank_metrics(trace: RankTrace, processes: int = 1) -> RankMetrics:

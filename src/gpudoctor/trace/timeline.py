@@ -16,9 +16,10 @@ import math
 import re
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from itertools import compress, islice
 from typing import Any
+
+import msgspec
 
 from gpudoctor.trace import vectorized
 from gpudoctor.trace.masks import doubles, mask_and, mask_not, mask_positions
@@ -154,8 +155,7 @@ def end_times(t: EventTable) -> array:
     return cached
 
 
-@dataclass
-class DeviceSelection:
+class DeviceSelection(msgspec.Struct):
     """The device events HTA's analyses use, with HTA's rounding applied.
 
     Attributes:
@@ -171,8 +171,7 @@ class DeviceSelection:
     dropped_last_step: bool
 
 
-@dataclass(frozen=True)
-class DeviceArrays:
+class DeviceArrays(msgspec.Struct, frozen=True):
     """:class:`DeviceSelection` as numpy arrays (the numpy path's form): ``index`` int64, ``start``
     and ``end`` float64, ``dropped_last_step``."""
 
