@@ -68,7 +68,7 @@ def test_real_traces_give_the_same_table(path: Path, monkeypatch: pytest.MonkeyP
     fast = load_trace(path)
     monkeypatch.setattr(native, "scan", None)
     slow = load_trace(path)
-    assert fast.events == slow.events  # the dataclass compares every column (not the cache)
+    assert fast.events == slow.events  # every column (and the caches, empty before any analysis)
     assert (fast.schema, fast.malformed_events, fast.notes) == (slow.schema, slow.malformed_events, slow.notes)
 
 
@@ -201,3 +201,70 @@ _events = st.fixed_dictionaries(
 def test_random_events_match(monkeypatch: pytest.MonkeyPatch, events: list[dict[str, Any]],
                              separators: tuple[str, str]) -> None:
     _same(json.dumps(events, separators=separators, ensure_ascii=False).encode(), monkeypatch)
+
+
+_HEADER = {"schemaVersion": 1, "deviceProperties": [{"name": "NVIDIA H200", "totalGlobalMem": 1, "computeMajor": 9}],
+           "distributedInfo": {"rank": 3, "world_size": 8, "backend": "nccl"}}
+_EVENTS = [_event(), _event(name="aten::mm", cat="cpu_op", args={"External id": 4}), _MEMORY,
+           {"ph": "M", "name": "process_name", "pid": "Spans", "tid": 0, "args": {"name": "x"}}]
+
+#: Whole documents without Kineto's one-event-per-line layout (``json.dump`` of a trace, as HTA's
+#: test traces are): the scanner takes those whose ``traceEvents`` array closes the document, and
+#: every other one goes to msgspec as before. Each must give the same trace either way.
+WHOLE_DOCUMENTS: dict[str, str] = {
+    "events last": json.dumps({**_HEADER, "traceEvents": _EVENTS}),
+    "events only": json.dumps({"traceEvents": _EVENTS}),
+    "events first, keys after": json.dumps({"traceEvents": _EVENTS, **_HEADER, "traceName": "x.json"}),
+    "a bracket in a key after": json.dumps({"traceEvents": _EVENTS, "displayTimeUnit": "[ms]"}),
+    "header of the wrong type": json.dumps({"schemaVersion": {"v": 1}, "traceEvents": _EVENTS}),
+    "an escape in a name": json.dumps({**_HEADER, "traceEvents": [_event(name='say "hi"')]}),
+    "malformed header": '{"schemaVersion": 1,, "traceEvents": [' + json.dumps(_event()) + "]}",
+    "malformed events": '{"schemaVersion": 1, "traceEvents": [{"ph": "X", "ts": 1, "dur": }]}',
+    "truncated after the events": '{"traceEvents": [' + json.dumps(_event()) + "]",
+    "bare array": json.dumps(_EVENTS),
+    "header after the events": '{"traceEvents": ' + json.dumps(_EVENTS) + ", " + json.dumps(_HEADER)[1:],
+    "a member before and after": json.dumps({"distributedInfo": {"rank": 1}, "traceEvents": _EVENTS})[:-1]
+    + ', "distributedInfo": {"rank": 2}}',
+    "two commas after the events": '{"traceEvents": [' + json.dumps(_event()) + '],, "traceName": "x"}',
+    "no comma after the events": '{"traceEvents": [' + json.dumps(_event()) + '] "traceName": "x"}',
+    "a list member after": json.dumps({"traceEvents": _EVENTS, "deviceProperties": [{"name": "A100"}], "x": [[1]]}),
+}
+
+
+def _loaded(path: Path) -> tuple[Any, ...]:
+    try:
+        t = load_trace(path)
+    except Exception as exc:  # the same error either way
+        return ("error", type(exc).__name__, str(exc))
+    e = t.events
+    return (e.names, e.threads, bytes(e.kind), e.name.tobytes(), e.ts.tobytes(), e.dur.tobytes(), e.stream.tobytes(),
+            e.correlation.tobytes(), e.memory_ts.tobytes(), t.schema, t.malformed_events, t.notes, t.rank,
+            t.world_size, t.device_name)
+
+
+@pytest.mark.parametrize("name", list(WHOLE_DOCUMENTS))
+def test_whole_documents_give_the_same_trace(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "rank3.json"
+    path.write_text(WHOLE_DOCUMENTS[name])
+    fast = _loaded(path)
+    monkeypatch.setattr(native, "scan", None)
+    assert fast == _loaded(path)
+
+
+def test_a_dumped_real_trace_is_scanned_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real trace written by json.dump (one line) goes through the C scanner in one call."""
+    doc = json.loads(gzip.decompress((DATA / "h200_tf32_off_window.json.gz").read_bytes()))
+    path = tmp_path / "one_line.json"
+    path.write_text(json.dumps(doc))
+    calls: list[bool] = []
+    real = Builder.add_scanned
+
+    def spy(self: Builder, chunk: Any) -> bool:
+        calls.append(real(self, chunk))
+        return calls[-1]
+
+    monkeypatch.setattr(Builder, "add_scanned", spy)
+    fast = _loaded(path)
+    assert calls == [True]
+    monkeypatch.setattr(native, "scan", None)
+    assert fast == _loaded(path)

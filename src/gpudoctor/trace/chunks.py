@@ -95,11 +95,11 @@ def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Build
             last -= 1
         if pending[last] != 0x7D:  # "}": the end of the last event
             continue
-        tail = bytes(pending[pos + 1:]).strip()
-        if not tail.endswith(b"}"):
+        rest = members_after(pending, pos)
+        if rest is None:
             continue
         try:
-            candidate = msgspec.json.decode(b"{" + tail.lstrip(b",").lstrip(), type=_Header)
+            candidate = msgspec.json.decode(rest, type=_Header)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
         pending[0] = 0x5B
@@ -112,6 +112,28 @@ def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Build
             continue
         return candidate
     raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
+
+
+def members_before(text: bytes | bytearray, key_at: int) -> bytes | None:
+    """The document's members before the ``traceEvents`` key at ``key_at``, closed as an object of
+    their own (``{"schemaVersion": 1}``); None when they do not end in the one comma that a next
+    member needs (the caller then decodes the whole document, which says what is malformed)."""
+    head = bytes(text[:key_at]).rstrip()
+    if head.endswith(b","):
+        return head[:-1] + b"}"
+    return head + b"}" if head.lstrip() == b"{" else None
+
+
+def members_after(text: bytes | bytearray, bracket_at: int) -> bytes | None:
+    """The document's members after the events array's closing ``]`` at ``bracket_at``, as an
+    object of their own (``{"traceName": "x"}``, or ``{}``); None when what follows is neither the
+    document's ``}`` alone nor a comma, members and that ``}`` (whose decode then checks them)."""
+    tail = bytes(text[bracket_at + 1:]).strip()
+    if tail == b"}":
+        return b"{}"
+    if tail.startswith(b",") and tail.endswith(b"}"):
+        return b"{" + tail[1:]
+    return None
 
 
 def _last_separator(buf: bytes | bytearray, start: int = 0) -> int:

@@ -26,14 +26,20 @@ import re
 import stat
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
 from gpudoctor.exitcodes import ExitCode, UserError
-from gpudoctor.trace.chunks import KINETO_SEP, EventTooLarge, fold_events
+from gpudoctor.trace.chunks import (
+    KINETO_SEP,
+    MAX_TAIL_BRACKETS,
+    EventTooLarge,
+    fold_events,
+    members_after,
+    members_before,
+)
 from gpudoctor.trace.events import (
     K_ANNOTATION,
     K_CPU_OP,
@@ -82,8 +88,7 @@ _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
 
 
-@dataclass
-class RankTrace:
+class RankTrace(msgspec.Struct):
     """One trace file: its events and what its header says about the job."""
 
     path: str
@@ -96,7 +101,7 @@ class RankTrace:
     world_size: int | None = None
     backend: str | None = None
     schema: str = "kineto"         # "kineto" | "kineto-2021"
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
     size_bytes: int = 0
     malformed_events: int = 0      # events skipped because a field had an impossible value or type
 
@@ -286,10 +291,12 @@ def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path,
     bracket = first.find(b"[", start) if start >= 0 else -1
     if start < 0 or bracket < 0 or not KINETO_SEP.search(first, bracket):
         return _decode_whole(_read_rest(fh, first, path), builder, path)
-    head_text = first[:start].rstrip().rstrip(b",") + b"}"
+    head_text = members_before(first, start)
     try:
-        header = msgspec.json.decode(head_text, type=_Header)
+        header = msgspec.json.decode(head_text, type=_Header) if head_text is not None else None
     except (msgspec.DecodeError, msgspec.ValidationError):
+        header = None
+    if header is None:
         return _decode_whole(_read_rest(fh, first, path), builder, path)
     events_at = bracket
     size = _stream_size(fh)
@@ -377,6 +384,8 @@ def _decode_whole(text: bytearray, builder: Builder, path: Path) -> _Header:
     """A document without Kineto's layout: an object with ``traceEvents``, or a bare array of events."""
     bare = _first_byte(text, 0) == b"["
     if bare:
+        if builder.add_scanned(text):
+            return _Header(traceEvents=[])
         try:
             builder.add(_STRICT_LIST.decode(text))
             return _Header(traceEvents=[])
@@ -385,6 +394,9 @@ def _decode_whole(text: bytearray, builder: Builder, path: Path) -> _Header:
         header: _Header | _HeaderOnly = _Header()
         items_at = text.index(b"[") + 1
     else:
+        scanned = _scan_whole_events(text, builder)
+        if scanned is not None:
+            return scanned
         try:
             typed = msgspec.json.decode(text, type=_Header)
         except msgspec.ValidationError:
@@ -416,6 +428,55 @@ def _decode_whole(text: bytearray, builder: Builder, path: Path) -> _Header:
                              reason="its traceEvents are not trace events")
     return _Header(schemaVersion=header.schemaVersion, deviceProperties=header.deviceProperties,
                    distributedInfo=header.distributedInfo, traceEvents=[])
+
+
+def _scan_whole_events(text: bytearray, builder: Builder) -> _Header | None:
+    """The C scanner on the ``traceEvents`` array of a document without Kineto's layout (``json.dump``
+    of a trace writes one line); None, with nothing added, when it cannot take it.
+
+    The members before the array and after it are decoded on their own (the header); the array's
+    end is the last ``]`` after which come only members and the document's ``}``. Header, array and
+    trailing members are then the whole document, each checked: the scanner takes exactly one array
+    of strictly typed events, or nothing, and the msgspec path decodes what it leaves as before.
+    """
+    m = _EVENTS_KEY.search(text)
+    head_text = members_before(text, m.start()) if m is not None else None
+    try:
+        head = msgspec.json.decode(head_text, type=_HeaderOnly) if head_text is not None else None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        head = None
+    if m is None or head is None:
+        return None
+    start = text.index(b"[", m.start())
+    pos = len(text)
+    for _ in range(MAX_TAIL_BRACKETS):
+        pos = text.rfind(b"]", start, pos)
+        if pos < start or len(text) - pos > MAX_TAIL_MEMBERS_BYTES:
+            return None
+        rest = members_after(text, pos)
+        try:
+            tail = msgspec.json.decode(rest, type=_HeaderOnly) if rest is not None else None
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            tail = None
+        if tail is None:
+            continue
+        with memoryview(text) as view:
+            if not builder.add_scanned(view[start:pos + 1]):
+                return None
+        return _Header(schemaVersion=_later(head.schemaVersion, tail.schemaVersion),
+                       deviceProperties=_later(head.deviceProperties, tail.deviceProperties),
+                       distributedInfo=_later(head.distributedInfo, tail.distributedInfo), traceEvents=[])
+    return None
+
+
+#: The members after the events array that :func:`_scan_whole_events` reads (Kineto writes a few
+#: hundred bytes there; a deviceProperties list of 16 GPUs is ~10 KB).
+MAX_TAIL_MEMBERS_BYTES = 1024 * 1024
+
+
+def _later(before: Any, after: Any) -> Any:
+    """A header member given before the events and again after them: the later one, as JSON readers keep."""
+    return after if after is not None else before
 
 
 _SPACE = re.compile(rb"[ \t\r\n]*")
