@@ -203,3 +203,16 @@ def test_a_worker_that_dies_is_one_sentence(tmp_path: Path, trace_file: Callable
 
 def _die(path: str, position: int, processes: int = 1) -> None:
     os._exit(9)  # what the OOM killer leaves behind: a worker gone without a word
+
+
+@pytest.mark.parametrize("members", ['"schemaVersion": 1 ', '"schemaVersion": 1,, '], ids=["no comma", "two commas"])
+def test_kineto_layout_with_malformed_members_before_the_events(members: str, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The members before the array are decoded on their own in Kineto's layout: a missing comma, or
+    two, used to be read past (the header closed as ``{"schemaVersion": 1}``)."""
+    event = json.dumps({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+                        "args": {"stream": 7, "correlation": 1}})
+    path = tmp_path / "rank0.json"
+    path.write_text("{\n  " + members + '"traceEvents": [\n  ' + event + ",\n  " + event + "\n]}")
+    code, _, err = _analyze(capsys, str(path))
+    assert code == 2 and "JSON is malformed" in _one_sentence(err)
