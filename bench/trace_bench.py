@@ -91,6 +91,11 @@ def ensure_hta_venv(venv: Path) -> Path:
     return python
 
 
+#: Where the measured processes run: an empty directory, as a user's project without gpudoctor
+#: settings (from the repository root, gpudoctor would read this project's own pyproject.toml).
+NEUTRAL_CWD = Path(tempfile.mkdtemp(prefix="gd-bench-cwd-"))
+
+
 def run_child(argv: list[str], cwd: Path | None = None, src: Path = REPO / "src",
               env: dict[str, str] | None = None) -> dict[str, Any]:
     """Spawn, wait, and measure one process: wall s, CPU s (user+sys, all threads), peak RSS bytes, stdout.
@@ -101,7 +106,7 @@ def run_child(argv: list[str], cwd: Path | None = None, src: Path = REPO / "src"
     """
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd,
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd or NEUTRAL_CWD,
                                 env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": _pythonpath(src), **(env or {})})
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
@@ -418,11 +423,15 @@ def big_trace(size_mb: float, hta_python: Path | None, repeat: int = 1) -> list[
 def against_revision(rev: str, repeat: int, jobs: int, source: Path = DEFAULT_SOURCE,
                      tree: Path | None = None) -> list[str]:
     """gpudoctor of git revision ``rev`` (its ``src`` and ``rules``, byte-compiled) against the working tree,
-    interleaved run by run, on df_index_resolver (where ../shared is), the 16-rank set of ``source``
+    interleaved run by run, on df_index_resolver, nccl_parser_config and trace_filter (where ../shared
+    is; the last two are mostly start-up), the 16-rank set of ``source``
     (``--jobs`` = the usable cores) and the big synthetic trace when present: the same load for both,
     so the ratio is what changed. ``tree``: that revision already extracted (a host without git:
     ``git archive --prefix=old/ REV src rules``), instead of ``git archive`` here."""
-    targets = [("df_index_resolver", TRACES / CASES[0][1], "1")] if (TRACES / CASES[0][1]).exists() else []
+    # df_index_resolver, and the smallest HTA-table traces, whose time is mostly start-up (default --jobs)
+    targets = [(label, TRACES / rel, jobs_arg) for label, rel, jobs_arg in
+               ((CASES[0][0], CASES[0][1], "1"), (CASES[3][0], CASES[3][1], str(jobs)), (CASES[4][0], CASES[4][1], str(jobs)))
+               if (TRACES / rel).exists()]
     with tempfile.TemporaryDirectory(prefix="gd_rev_") as tmp_name:
         tmp = Path(tmp_name)
         old = tree if tree is not None else tmp
@@ -432,6 +441,7 @@ def against_revision(rev: str, repeat: int, jobs: int, source: Path = DEFAULT_SO
             subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(old / "src" / "gpudoctor")], check=True,
                        stdout=subprocess.DEVNULL)
+        scanner = _scanner_for(old / "src")
         ranks = tmp / "ranks"
         in_child(f"from pathlib import Path; from trace_synth import write_rank_set; "
                  f"write_rank_set(Path({str(source)!r}), Path({str(ranks)!r}), 16, gzip_level=1)")
@@ -439,7 +449,7 @@ def against_revision(rev: str, repeat: int, jobs: int, source: Path = DEFAULT_SO
         big = Path("/tmp/gpudoctor_synth.json")
         if big.exists():
             targets.append((f"synthetic {big.stat().st_size / 1e6:.0f} MB", big, "1"))
-        rows = [f"\n{rev} against the working tree, interleaved; load average {load()}",
+        rows = [f"\n{rev} against the working tree, interleaved; load average {load()}; {rev}'s C scanner: {scanner}",
                 "| input | --jobs | wall then / now | CPU then / now | CPU saved | peak RSS then / now |",
                 "|---|---|---|---|---|---|"]
         print("\n".join(rows), flush=True)
@@ -475,9 +485,32 @@ def prepare(fallback_warm: Path | None = None) -> list[str]:
     if warm.exists():
         run_child([sys.executable, "-m", "gpudoctor", "analyze", str(warm), "--format", "json", "--jobs", "1"])
     rows = [f"prepared: src/gpudoctor byte-compiled (compileall), rule cache warm; "
-            f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}"]
+            f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}; "
+            f"processes run in an empty directory (no config file found)"]
     print(rows[0], flush=True)
     return rows
+
+
+def _scanner_for(src: Path) -> str:
+    """Give an extracted revision's ``src`` the C scanner, as an install of it would have: this tree's
+    built module when the revision's ``_kineto.c`` is the same, else compiled as ``hatch_build.py``
+    compiles it. Says which (``git archive`` brings sources only: without this, a revision that had
+    the scanner would be measured without it)."""
+    source = src / "gpudoctor" / "trace" / "_kineto.c"
+    if not source.exists():
+        return "none at that revision"
+    built = REPO / "src" / "gpudoctor" / "trace" / "_kineto.abi3.so"
+    module = source.with_name(built.name)
+    if built.exists() and source.read_bytes() == (built.parent / source.name).read_bytes():
+        module.write_bytes(built.read_bytes())
+        return "this tree's module (same source)"
+    import shlex
+    import sysconfig
+
+    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    proc = subprocess.run([*compiler, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-I",
+                           sysconfig.get_paths()["include"], str(source), "-o", str(module)], capture_output=True)
+    return "compiled" if proc.returncode == 0 else "not built (compiler failed)"
 
 
 def _native_in_child() -> bool:
