@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import msgspec
 
 from gpudoctor.trace.events import LOOSE_ITEM, Builder, _Event, _Header
+
+T = TypeVar("T")
 
 #: Separator between events in Kineto's own layout ("  },\n  {").
 KINETO_SEP = re.compile(rb"\}\s*,\s*\n  \{")
@@ -95,12 +98,8 @@ def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Build
             last -= 1
         if pending[last] != 0x7D:  # "}": the end of the last event
             continue
-        rest = members_after(pending, pos)
-        if rest is None:
-            continue
-        try:
-            candidate = msgspec.json.decode(rest, type=_Header)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        candidate = decode_members(members_after(pending, pos), _Header)
+        if candidate is None:
             continue
         pending[0] = 0x5B
         pending[last + 1] = 0x5D
@@ -112,6 +111,17 @@ def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Build
             continue
         return candidate
     raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
+
+
+def decode_members(text: bytes | None, kind: type[T]) -> T | None:
+    """``text`` (members cut out of a document by :func:`members_before` / :func:`members_after`)
+    decoded as ``kind``; None for no text, or text that is not such an object."""
+    if text is None:
+        return None
+    try:
+        return msgspec.json.decode(text, type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def members_before(text: bytes | bytearray, key_at: int) -> bytes | None:

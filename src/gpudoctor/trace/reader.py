@@ -36,6 +36,7 @@ from gpudoctor.trace.chunks import (
     KINETO_SEP,
     MAX_TAIL_BRACKETS,
     EventTooLarge,
+    decode_members,
     fold_events,
     members_after,
     members_before,
@@ -291,11 +292,7 @@ def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path,
     bracket = first.find(b"[", start) if start >= 0 else -1
     if start < 0 or bracket < 0 or not KINETO_SEP.search(first, bracket):
         return _decode_whole(_read_rest(fh, first, path), builder, path)
-    head_text = members_before(first, start)
-    try:
-        header = msgspec.json.decode(head_text, type=_Header) if head_text is not None else None
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        header = None
+    header = decode_members(members_before(first, start), _Header)
     if header is None:
         return _decode_whole(_read_rest(fh, first, path), builder, path)
     events_at = bracket
@@ -440,11 +437,7 @@ def _scan_whole_events(text: bytearray, builder: Builder) -> _Header | None:
     of strictly typed events, or nothing, and the msgspec path decodes what it leaves as before.
     """
     m = _EVENTS_KEY.search(text)
-    head_text = members_before(text, m.start()) if m is not None else None
-    try:
-        head = msgspec.json.decode(head_text, type=_HeaderOnly) if head_text is not None else None
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        head = None
+    head = decode_members(members_before(text, m.start()), _HeaderOnly) if m is not None else None
     if m is None or head is None:
         return None
     start = text.index(b"[", m.start())
@@ -453,11 +446,7 @@ def _scan_whole_events(text: bytearray, builder: Builder) -> _Header | None:
         pos = text.rfind(b"]", start, pos)
         if pos < start or len(text) - pos > MAX_TAIL_MEMBERS_BYTES:
             return None
-        rest = members_after(text, pos)
-        try:
-            tail = msgspec.json.decode(rest, type=_HeaderOnly) if rest is not None else None
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            tail = None
+        tail = decode_members(members_after(text, pos), _HeaderOnly)
         if tail is None:
             continue
         with memoryview(text) as view:
