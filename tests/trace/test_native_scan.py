@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudoctor.trace import native
-from gpudoctor.trace.chunks import _decode_events
+from gpudoctor.trace import native, reader
+from gpudoctor.trace.chunks import MAX_TAIL_TRIES, _decode_events
 from gpudoctor.trace.events import Builder, _Event
 from gpudoctor.trace.reader import load_trace
 
@@ -266,5 +266,27 @@ def test_a_dumped_real_trace_is_scanned_whole(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(Builder, "add_scanned", spy)
     fast = _loaded(path)
     assert calls == [True]
+    monkeypatch.setattr(native, "scan", None)
+    assert fast == _loaded(path)
+
+
+def test_a_tail_of_many_lists_after_the_events_is_not_searched_bracket_by_bracket(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each "]" followed by a comma in the members after the array is a candidate end whose rest is
+    copied and decoded: 20 k of them in ~0.9 MB (none of them the end: the document is malformed)
+    took ~2.5 s of copies before the tries were capped. The scan gives up after a few and msgspec
+    reads the document: the same error."""
+    path = tmp_path / "rank0.json"
+    path.write_text('{"traceEvents": ' + json.dumps(_EVENTS) + ', "x": [' + f"[{' ' * 40}1]," * 20_000 + '[1]], "y": }')
+    tries: list[int] = []
+    real = reader.decode_members
+
+    def counted(text: bytes | None, kind: Any) -> Any:
+        tries.append(len(text or b""))
+        return real(text, kind)
+
+    monkeypatch.setattr(reader, "decode_members", counted)
+    fast = _loaded(path)
+    assert 1 < len(tries) <= MAX_TAIL_TRIES + 1  # the header, then at most MAX_TAIL_TRIES candidate ends
     monkeypatch.setattr(native, "scan", None)
     assert fast == _loaded(path)

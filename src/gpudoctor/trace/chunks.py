@@ -21,6 +21,7 @@ from gpudoctor.trace.events import LOOSE_ITEM, Builder, _Event, _Header
 
 T = TypeVar("T")
 
+_NOT_SPACE = re.compile(rb"[^ \t\r\n]")
 #: Separator between events in Kineto's own layout ("  },\n  {").
 KINETO_SEP = re.compile(rb"\}\s*,\s*\n  \{")
 #: One event larger than this (no separator found in so many bytes) ends the read with an error.
@@ -138,12 +139,16 @@ def members_after(text: bytes | bytearray, bracket_at: int) -> bytes | None:
     """The document's members after the events array's closing ``]`` at ``bracket_at``, as an
     object of their own (``{"traceName": "x"}``, or ``{}``); None when what follows is neither the
     document's ``}`` alone nor a comma, members and that ``}`` (whose decode then checks them)."""
-    tail = bytes(text[bracket_at + 1:]).strip()
-    if tail == b"}":
-        return b"{}"
-    if tail.startswith(b",") and tail.endswith(b"}"):
-        return b"{" + tail[1:]
-    return None
+    m = _NOT_SPACE.search(text, bracket_at + 1)
+    if m is None:
+        return None
+    first = m.start()
+    if text[first] == 0x7D:  # "}": nothing may follow it
+        return b"{}" if _NOT_SPACE.search(text, first + 1) is None else None
+    if text[first] != 0x2C:  # ","
+        return None
+    tail = bytes(text[first + 1:]).rstrip()  # copied only here, for a candidate that may be the end
+    return b"{" + tail if tail.endswith(b"}") else None
 
 
 def _last_separator(buf: bytes | bytearray, start: int = 0) -> int:

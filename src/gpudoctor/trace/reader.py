@@ -35,6 +35,7 @@ from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.trace.chunks import (
     KINETO_SEP,
     MAX_TAIL_BRACKETS,
+    MAX_TAIL_TRIES,
     EventTooLarge,
     decode_members,
     fold_events,
@@ -441,12 +442,18 @@ def _scan_whole_events(text: bytearray, builder: Builder) -> _Header | None:
     if m is None or head is None:
         return None
     start = text.index(b"[", m.start())
-    pos = len(text)
+    pos, tries = len(text), 0
     for _ in range(MAX_TAIL_BRACKETS):
         pos = text.rfind(b"]", start, pos)
         if pos < start or len(text) - pos > MAX_TAIL_MEMBERS_BYTES:
             return None
-        tail = decode_members(members_after(text, pos), _HeaderOnly)
+        rest = members_after(text, pos)
+        if rest is None:
+            continue
+        tries += 1  # each try copies and decodes what follows: bounded, for a tail of many lists
+        if tries > MAX_TAIL_TRIES:
+            return None
+        tail = decode_members(rest, _HeaderOnly)
         if tail is None:
             continue
         with memoryview(text) as view:
