@@ -202,7 +202,7 @@ def _leave_before_teardown() -> None:
     interpreter tears down ("terminate called without an active exception", SIGABRT): 3 of 110 runs of
     this job on a 2-core machine, two at a time, every row already written (marker files showed
     barrier and destroy done); the spawn launcher then reports a failed job, and CI failed on it.
-    With this exit, 0 of 80 runs. Python's exit handlers still run (a gpudoctor agent in the rank
+    With this exit, 0 of 160 runs. Python's exit handlers still run (a gpudoctor agent in the rank
     stops its profile and removes its socket there); only the finalization that crashes is skipped.
     """
     atexit._run_exitfuncs()
