@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudoctor.trace import native, reader
+from gpudoctor.trace import chunks, native, reader
 from gpudoctor.trace.chunks import MAX_TAIL_TRIES, _decode_events
 from gpudoctor.trace.events import Builder, _Event
 from gpudoctor.trace.reader import load_trace
@@ -285,7 +285,8 @@ def test_a_tail_of_many_lists_after_the_events_is_not_searched_bracket_by_bracke
         tries.append(len(text or b""))
         return real(text, kind)
 
-    monkeypatch.setattr(reader, "decode_members", counted)
+    monkeypatch.setattr(reader, "decode_members", counted)  # the header
+    monkeypatch.setattr(chunks, "decode_members", counted)  # the candidate ends (chunks.array_ends)
     fast = _loaded(path)
     assert 1 < len(tries) <= MAX_TAIL_TRIES + 1  # the header, then at most MAX_TAIL_TRIES candidate ends
     monkeypatch.setattr(native, "scan", None)

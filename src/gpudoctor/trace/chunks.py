@@ -86,25 +86,14 @@ def fold_events(pending: bytearray, blocks: Iterator[bytes], builder: Builder,
 
 def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Builder) -> _Header:
     """The last events, "]", and the keys after the array (the "]" is searched from the end)."""
-    pos = len(pending)
-    costly = 0
-    for _ in range(MAX_TAIL_BRACKETS):
-        if costly >= MAX_TAIL_TRIES:
-            break
-        pos = pending.rfind(b"]", 0, pos)
-        if pos < 1:
-            raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
+    for pos, candidate in array_ends(pending, 1, _Header):
         last = pos - 1
         while last > 0 and pending[last] in b" \t\r\n":
             last -= 1
         if pending[last] != 0x7D:  # "}": the end of the last event
             continue
-        candidate = decode_members(members_after(pending, pos), _Header)
-        if candidate is None:
-            continue
         pending[0] = 0x5B
         pending[last + 1] = 0x5D
-        costly += 1
         try:
             with memoryview(pending) as view:
                 _decode_events(decoder, view[:last + 2], builder)
@@ -112,6 +101,31 @@ def _fold_tail(pending: bytearray, decoder: msgspec.json.Decoder, builder: Build
             continue
         return candidate
     raise msgspec.DecodeError("truncated JSON: the traceEvents array or the document is not closed")
+
+
+def array_ends(text: bytes | bytearray, start: int, kind: type[T],
+               max_tail_bytes: int | None = None) -> Iterator[tuple[int, T]]:
+    """The candidate ends of the ``traceEvents`` array, last first: each ``]`` at or after ``start``
+    that only members and the document's ``}`` follow, with those members decoded as ``kind``.
+
+    Bounded for hostile tails: :data:`MAX_TAIL_BRACKETS` brackets looked at, :data:`MAX_TAIL_TRIES`
+    tails copied and decoded (each copies what follows its bracket), and with ``max_tail_bytes`` no
+    bracket further than that from the end.
+    """
+    pos, tries = len(text), 0
+    for _ in range(MAX_TAIL_BRACKETS):
+        pos = text.rfind(b"]", start, pos)
+        if pos < start or (max_tail_bytes is not None and len(text) - pos > max_tail_bytes):
+            return
+        rest = members_after(text, pos)
+        if rest is None:
+            continue
+        tries += 1
+        if tries > MAX_TAIL_TRIES:
+            return
+        tail = decode_members(rest, kind)
+        if tail is not None:
+            yield pos, tail
 
 
 def decode_members(text: bytes | None, kind: type[T]) -> T | None:

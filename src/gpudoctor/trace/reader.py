@@ -34,12 +34,10 @@ import msgspec
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.trace.chunks import (
     KINETO_SEP,
-    MAX_TAIL_BRACKETS,
-    MAX_TAIL_TRIES,
     EventTooLarge,
+    array_ends,
     decode_members,
     fold_events,
-    members_after,
     members_before,
 )
 from gpudoctor.trace.events import (
@@ -442,20 +440,7 @@ def _scan_whole_events(text: bytearray, builder: Builder) -> _Header | None:
     if m is None or head is None:
         return None
     start = text.index(b"[", m.start())
-    pos, tries = len(text), 0
-    for _ in range(MAX_TAIL_BRACKETS):
-        pos = text.rfind(b"]", start, pos)
-        if pos < start or len(text) - pos > MAX_TAIL_MEMBERS_BYTES:
-            return None
-        rest = members_after(text, pos)
-        if rest is None:
-            continue
-        tries += 1  # each try copies and decodes what follows: bounded, for a tail of many lists
-        if tries > MAX_TAIL_TRIES:
-            return None
-        tail = decode_members(rest, _HeaderOnly)
-        if tail is None:
-            continue
+    for pos, tail in array_ends(text, start, _HeaderOnly, MAX_TAIL_MEMBERS_BYTES):
         with memoryview(text) as view:
             if not builder.add_scanned(view[start:pos + 1]):
                 return None
