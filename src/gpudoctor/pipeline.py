@@ -104,7 +104,7 @@ def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
 
     from gpudoctor.catalog.engine import evaluate
     from gpudoctor.catalog.merge import defer_symptoms
-    from gpudoctor.model import Source, sort_findings
+    from gpudoctor.model import Source
     from gpudoctor.report.model import Report
     from gpudoctor.trace.bottleneck import rank_bottleneck
 
@@ -122,7 +122,7 @@ def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
                     data={"ranks": [rank_data(r) for r in facts.ranks], "run": dict(facts.run.values)})
     report.bottlenecks = [b for m in metrics if (b := rank_bottleneck(m.values, m.rank)) is not None]
     if report.bottleneck is not None:
-        report.findings = sort_findings(defer_symptoms(report.findings, report.bottleneck.line))
+        report.findings = defer_symptoms(report.findings, report.bottleneck.line)
     if facts.corrupt:
         report.data["corrupt_files"] = list(facts.corrupt)
     report.elapsed_s = round(time.perf_counter() - started, 3)

@@ -167,13 +167,13 @@ def defer_symptoms(findings: Iterable[Finding], verdict_line: str | None) -> lis
     the small models of examples/input_bound.py and host_sync.py after their fixes, and of
     memory_creep.py, where the host sets the pace (H200, bench/results/h200-validate-examples-dec4-night),
     and accelerate's cv_example after its input fix. Without a verdict (a trace without
-    ``ProfilerStep``, NVML alone) the symptom is all there is, and it keeps its severity.
+    ``ProfilerStep``, NVML alone) the symptom is all there is, and it keeps its severity. Returns the
+    findings in report order (:func:`gpudoctor.model.sort_findings`).
     """
     out = list(findings)
-    if not verdict_line:
-        return out
-    for i, f in enumerate(out):
-        if f.symptom and f.severity is not Severity.INFO:
-            note = (f"{f.impact_note}; " if f.impact_note else "") + f"info beside the step's verdict: {verdict_line}"
-            out[i] = replace(f, severity=Severity.INFO, impact_note=note)
-    return out
+    if verdict_line:
+        for i, f in enumerate(out):
+            if f.symptom and f.severity is not Severity.INFO:
+                note = (f"{f.impact_note}; " if f.impact_note else "") + f"info beside the step's verdict: {verdict_line}"
+                out[i] = replace(f, severity=Severity.INFO, impact_note=note)
+    return sort_findings(out)  # a severity changed: re-ordered, as every report lists them

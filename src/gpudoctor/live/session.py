@@ -54,7 +54,7 @@ from gpudoctor.live.samples import (
 )
 from gpudoctor.live.shm import ShmCollector
 from gpudoctor.live.warmup import WarmUpGate
-from gpudoctor.model import Finding, NotEvaluated, Source, sort_findings
+from gpudoctor.model import Finding, NotEvaluated, Source
 
 log = logging.getLogger("gpudoctor.live.session")
 
@@ -458,7 +458,7 @@ class LiveSession:
             timestamp=time.time(), started_at=self.started_at, target_pid=self.pid,
             process=self._process, gpus=latest_gpus, shm=self._shm, stacks=self._stacks,
             steps=self._agent.steps, agent=self._agent.state(),
-            findings=tuple(sort_findings(defer_symptoms(findings, bottleneck.line if bottleneck else None))),
+            findings=tuple(defer_symptoms(findings, bottleneck.line if bottleneck else None)),
             bottleneck=bottleneck,
             not_evaluated=tuple(self._not_evaluated), notes=notes,
             ranks=self._ranks.pids if self._ranks is not None else (),
