@@ -51,7 +51,15 @@ def test_malformed_config_is_a_user_error(tmp_path: Path) -> None:
         ("gpudoctor.toml", "x = " + "7" * 5000 + "\n", "cannot be read"),
         ("pyproject.toml", "[tool.gpudoctor]\nfail-on = 5\n", "fail-on must be"),
         ("pyproject.toml", "tool = 1\n[x]\n", None),  # no gpudoctor table: not a config
-        ("gpudoctor.toml", "options = 3\n", "malformed"),
+        ("gpudoctor.toml", "options = 3\n", "options must be tables of rule options"),
+        # issue 39: values of the wrong type were split into characters or dropped in silence
+        ("gpudoctor.toml", 'select = "GD1"\n', "select must be a list of strings.*not a string 'GD1'"),
+        ("pyproject.toml", '[tool.gpudoctor]\nignore = [["GD1"]]\n', r"ignore must be a list of strings.*\[\['GD1'\]\]"),
+        ("gpudoctor.toml", 'rule-dirs = "rules"\n', "rule-dirs must be a list of strings"),
+        ("gpudoctor.toml", 'fail-on = ["warning"]\n', "fail-on must be info, warning or critical"),
+        ("gpudoctor.toml", "options.GD102 = 10\n", "options.GD102 must be a table"),
+        ("gpudoctor.toml", "[options.GD102]\nmax_dataloader_pct = [10]\n", "option max_dataloader_pct of GD102 must be a number"),
+        ("pyproject.toml", '[tool.gpudoctor]\nselct = ["GD1"]\n', "unknown key 'selct' in \\[tool.gpudoctor\\]"),
     ],
 )
 def test_hostile_config_files_are_one_sentence(tmp_path: Path, name: str, text: str, said: str | None) -> None:
