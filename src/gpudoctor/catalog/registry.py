@@ -445,6 +445,12 @@ ipc_host                                 static:deploy.shm                      
 container                                static:k8s.container                          text    static.manifests container name
 gpu_requests                             static:k8s.container                          count   static.manifests GPUs requested
 gpu_limits                               static:k8s.container                          count   static.manifests GPUs limited
+package                                  static:deploy.torch_install                   text    static.dockerinstall the package as named (torch, pytorch)
+version_spec                             static:deploy.torch_install                   text    static.dockerinstall the version part as written (>=2, ==2.5.1, @ URL; empty: none)
+pin_state                                static:deploy.torch_install                   text    static.dockerinstall pinned / range / none / nightly / variable
+installer                                static:deploy.torch_install                   text    static.dockerinstall pip / uv / conda
+index_url                                static:deploy.torch_install                   text    static.dockerinstall the index or find-links URL given (empty: none)
+pre_release                              static:deploy.torch_install                   bool    static.dockerinstall pip's --pre is given
 launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
 reason                                   static:file.error                             text    static.sites     why the file could not be analysed
 detail                                   static:file.error                             text    static.sites     the error
