@@ -424,6 +424,11 @@ layer                                    static:python.conv_layer,python.conv_bi
 module                                   static:python.cudagraph_reuse                 text    static.cudagraphs the CUDA-graph compiled module (or function) as written
 calls                                    static:python.cudagraph_reuse                 count   static.cudagraphs how many times one loop iteration (or step function) calls it
 mode                                     static:python.cudagraph_reuse                 text    static.cudagraphs the torch.compile mode (reduce-overhead / max-autotune)
+compile_problem                          static:python.compile_no_effect               text    static.pycompile discarded (the result is dropped) / wrapped_before (a wrapper took the uncompiled model)
+wrapper                                  static:python.compile_no_effect               text    static.pycompile the name the wrapper is bound to
+wrapper_kind                             static:python.compile_no_effect               text    static.pycompile trainer / ddp / fsdp / data_parallel / deepspeed / accelerate / fabric
+wrapper_call                             static:python.compile_no_effect               text    static.pycompile the wrapper call as written
+wrapper_line                             static:python.compile_no_effect               count   static.pycompile the line of the wrapper call
 # --- static: deployment files ---
 image                                    static:docker.base_image                      text    static.deploy    base image as written
 repo                                     static:docker.base_image                      text    static.deploy    image repository
