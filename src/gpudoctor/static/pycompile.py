@@ -94,7 +94,7 @@ def _judge_scope(statements: list[ast.stmt], names: pn.Names) -> Iterator[Site]:
             continue
         if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
             continue
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        targets: list[ast.expr] = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
         value = stmt.value
         if _is_compile(value, names):
             assert isinstance(value, ast.Call)
