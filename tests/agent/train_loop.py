@@ -52,6 +52,10 @@ def main() -> None:
     p.add_argument("--explicit", action="store_true", help="import gpudoctor; install_agent(); step()")
     p.add_argument("--pause-file", default="", help="no steps while this file exists")
     p.add_argument("--autocast", action="store_true", help="bf16 CPU autocast around the forward")
+    p.add_argument("--samples", type=int, default=256, help="dataset size (an epoch is samples / batch steps)")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--fresh-workers", action="store_true",
+                   help="no persistent_workers: the workers (and the loader's threads) are started again every epoch")
     args = p.parse_args()
     torch.set_num_threads(1)
     if args.explicit:
@@ -60,8 +64,8 @@ def main() -> None:
     model = Net(graph_break=args.compile)
     forward = torch.compile(model, backend="eager") if args.compile else model
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = DataLoader(SlowDataset(256, args.load_ms), batch_size=16, num_workers=args.workers,
-                        persistent_workers=args.workers > 0)
+    loader = DataLoader(SlowDataset(args.samples, args.load_ms), batch_size=args.batch, num_workers=args.workers,
+                        persistent_workers=args.workers > 0 and not args.fresh_workers)
     steps, next_tick, end = 0, 0.0, time.time() + args.seconds
     print("ready", flush=True)
     while time.time() < end:

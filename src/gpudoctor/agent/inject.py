@@ -56,6 +56,9 @@ _gd_thread.start_new_thread(_gd_start, ())
 del _gd_sys, _gd_thread, _gd_time, _gd_start
 """
 INJECT_START_DELAY_S = 0.05
+#: What a watch without the agent still has, for the sentence that says why the agent is not there.
+WITHOUT_AGENT = ("gpudoctor carries on without the agent — NVML, the process tree, /dev/shm and py-spy still "
+                 "judge the job, but step times, DataLoader waits and profile windows need the agent;")
 
 
 @dataclass(frozen=True)
@@ -153,17 +156,31 @@ def _run_bounded(cmd: list[str], pid: int, timeout_s: float) -> tuple[int | None
         return 127, str(exc)
 
 
-def _thread_states(pid: int) -> dict[int, tuple[str, int, str]]:
-    """tid → (state letter, user+system CPU ticks, thread name) from /proc."""
-    states: dict[int, tuple[str, int, str]] = {}
+def _thread_states(pid: int) -> dict[int, tuple[str, int, str, int]]:
+    """tid → (state letter, user+system CPU ticks, thread name, start time in clock ticks) from /proc."""
+    states: dict[int, tuple[str, int, str, int]] = {}
     with contextlib.suppress(OSError):
         for entry in os.listdir(f"/proc/{pid}/task"):
             with contextlib.suppress(OSError, ValueError, IndexError):
                 raw = Path(f"/proc/{pid}/task/{entry}/stat").read_text()
                 name = raw[raw.index("(") + 1:raw.rindex(")")]
                 fields = raw[raw.rindex(")") + 2:].split()
-                states[int(entry)] = (fields[0], int(fields[11]) + int(fields[12]), name)
+                states[int(entry)] = (fields[0], int(fields[11]) + int(fields[12]), name, int(fields[19]))
     return states
+
+
+#: A helper thread younger than this (seconds) may be one that a DataLoader starts and ends every epoch
+#: (its queue-feeder and pin-memory threads): borrowed only when no older thread sleeps.
+SETTLED_THREAD_AGE_S = 2.0
+#: How often one injection tries another thread when the one it chose exits during the attach.
+MAX_ATTACH_TRIES = 12
+
+
+def _uptime_ticks() -> float | None:
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def choose_thread(pid: int, timeout_s: float, window_s: float = 0.05) -> int | None:
@@ -172,19 +189,22 @@ def choose_thread(pid: int, timeout_s: float, window_s: float = 0.05) -> int | N
     The ptrace injector makes the thread it stops call ``dlopen`` and then Python. A thread stopped
     while running may hold an allocator or loader lock that this needs — a CPU-bound training loop
     deadlocked that way (measured). A thread asleep in a system call holds none, so prefer an idle
-    helper thread (same name as the main thread: Python and torch pool threads), then the main
-    thread when it sleeps, then any idle thread. None when every thread stays busy until ``timeout_s``.
+    helper thread (same name as the main thread: Python and torch pool threads) that has lived a while,
+    then the main thread when it sleeps, then any idle thread — a young one last: a loader without
+    persistent workers starts its feeder threads every epoch and ends them at its end, and one chosen
+    then is gone before the attach (``PTRACE_ATTACH: No such process`` in 3 of 3 tries on a loop of
+    8-step epochs). None when every thread stays busy until ``timeout_s``.
     """
     deadline = time.monotonic() + timeout_s
+    ticks_per_s = float(os.sysconf("SC_CLK_TCK"))
     while True:
         before = _thread_states(pid)
         time.sleep(window_s)
         after = _thread_states(pid)
-        idle = [tid for tid, (state, cpu, _) in after.items()
-                if state == "S" and before.get(tid, ("", -1, ""))[:2] == (state, cpu)]
-        main_name = after.get(pid, ("", 0, ""))[2]
-        ranked = sorted(idle, key=lambda tid: (0 if tid != pid and after[tid][2] == main_name else
-                                               1 if tid == pid else 2, tid))
+        now_ticks = _uptime_ticks()
+        idle = [tid for tid, (state, cpu, _, _) in after.items()
+                if state == "S" and before.get(tid, ("", -1, "", 0))[:2] == (state, cpu)]
+        ranked = sorted(idle, key=lambda tid: _thread_rank(pid, tid, after, now_ticks, ticks_per_s))
         if ranked:
             return ranked[0]
         if time.monotonic() >= deadline or not after:
@@ -192,20 +212,69 @@ def choose_thread(pid: int, timeout_s: float, window_s: float = 0.05) -> int | N
         time.sleep(0.05)
 
 
+def _thread_rank(pid: int, tid: int, states: dict[int, tuple[str, int, str, int]], now_ticks: float | None,
+                 ticks_per_s: float) -> tuple[int, int, int]:
+    """Sort key of an idle thread for :func:`choose_thread`: settled before young, then helper, main, other."""
+    age_s = (now_ticks - states[tid][3]) / ticks_per_s if now_ticks is not None else SETTLED_THREAD_AGE_S
+    young = int(tid != pid and age_s < SETTLED_THREAD_AGE_S)
+    main_name = states.get(pid, ("", 0, "", 0))[2]
+    kind = 0 if tid != pid and states[tid][2] == main_name else 1 if tid == pid else 2
+    return young, kind, tid
+
+
+def _thread_gone(text: str) -> bool:
+    """The injector's error when the thread it stopped (or was about to) no longer exists."""
+    lowered = text.lower()
+    return "no such process" in lowered or "esrch" in lowered
+
+
+def hypno_runner(pid: int, code: str, timeout_s: float) -> int:
+    """The injector's own process (``python -c``): choose a thread and inject, again while threads exit.
+
+    Run in a child so a hung attach can be killed. The thread is chosen here, after hypno is imported,
+    so that a few ms — not the child's start-up — pass between choosing it and stopping it; when it has
+    exited by then (a DataLoader's feeder threads come and go every epoch), another one is chosen, up to
+    :data:`MAX_ATTACH_TRIES` times. Prints ``tries N`` and returns 0 when injected; 4 when every thread
+    stayed busy, 5 when threads kept exiting under it, 3 on any other injector error (its text on stderr).
+    """
+    import hypno
+
+    deadline = time.monotonic() + timeout_s
+    for tries in range(1, MAX_ATTACH_TRIES + 1):
+        tid = choose_thread(pid, max(0.2, min(5.0, deadline - time.monotonic())))
+        if tid is None:
+            print("every thread busy", file=sys.stderr)
+            return 4
+        try:
+            hypno.inject_py(tid, code)
+        except Exception as exc:
+            text = f"{type(exc).__name__}: {exc}"
+            if _thread_gone(text) and os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+                continue
+            print(text, file=sys.stderr)
+            return 5 if _thread_gone(text) and os.path.exists(f"/proc/{pid}") else 3
+        print(f"tries {tries}")
+        return 0
+    print(f"the thread chosen exited during the attach {MAX_ATTACH_TRIES} times", file=sys.stderr)
+    return 5
+
+
 def _inject_hypno(pid: int, timeout_s: float) -> tuple[int | None, str]:
     try:
         import hypno  # noqa: F401  (only to learn whether the optional extra is installed)
     except ImportError:
         return -1, "hypno missing"
-    started = time.monotonic()
-    tid = choose_thread(pid, min(5.0, timeout_s / 2))
-    if tid is None:
+    runner = (f"import sys; sys.path.insert(0, {PACKAGE_PARENT!r})\n"
+              "from gpudoctor.agent.inject import hypno_runner\n"
+              "sys.exit(hypno_runner(int(sys.argv[1]), sys.argv[2], float(sys.argv[3])))\n")
+    budget = max(1.0, timeout_s - 1.0)     # the child's own deadline, inside the kill timeout
+    rc, text = _run_bounded([sys.executable, "-c", runner, str(pid), injection_code(), f"{budget:.1f}"],
+                            pid, timeout_s)
+    if rc == 4:
         return -2, "every thread busy"
-    timeout_s = max(1.0, timeout_s - (time.monotonic() - started))
-    runner = ("import sys, hypno\n"
-              "try:\n    hypno.inject_py(int(sys.argv[1]), sys.argv[2])\n"
-              "except Exception as exc:\n    print(f'{type(exc).__name__}: {exc}', file=sys.stderr); sys.exit(3)\n")
-    return _run_bounded([sys.executable, "-c", runner, str(tid), injection_code()], pid, timeout_s)
+    if rc == 5:
+        return -3, text
+    return rc, text
 
 
 def _inject_remote_exec(pid: int, timeout_s: float) -> tuple[int | None, str]:
@@ -246,8 +315,12 @@ def _failure(pid: int, rc: int | None, text: str, timeout_s: float) -> InjectRes
         return InjectResult(False, f"process {pid} exited during injection.", ExitCode.NO_SUCH_PROCESS)
     if rc == -2:
         return InjectResult(False, f"every thread of process {pid} stayed busy, and stopping a busy thread to load "
-                                   "the agent can deadlock it; try again, or start the job with `gpudoctor run`.",
-                            ExitCode.INTERNAL)
+                                   f"the agent can deadlock it; {WITHOUT_AGENT} try again, or start the job with "
+                                   "`gpudoctor run`.", ExitCode.INTERNAL)
+    if rc == -3:
+        return InjectResult(False, f"the threads of process {pid} kept exiting while the injector stopped them "
+                                   f"({MAX_ATTACH_TRIES} tries); {WITHOUT_AGENT} start the job with `gpudoctor run` "
+                                   "for them.", ExitCode.INTERNAL)
     if "permission" in lowered or "not permitted" in lowered or "eperm" in lowered or "errno 1" in lowered:
         return InjectResult(False, f"ptrace into process {pid} was refused; {_ptrace_hint()}.", ExitCode.NOT_PERMITTED)
     if "remote debugging" in lowered or "python_disable_remote_debug" in lowered:
@@ -257,8 +330,8 @@ def _failure(pid: int, rc: int | None, text: str, timeout_s: float) -> InjectRes
         return InjectResult(False, f"injecting into process {pid} did not finish within {timeout_s:.0f} s; the "
                                    "process keeps running — start it with `gpudoctor run` instead.", ExitCode.INTERNAL)
     first = text.splitlines()[-1] if text else f"exit status {rc}"
-    return InjectResult(False, f"injecting into process {pid} failed ({first[:160]}); the process keeps running — "
-                               "start it with `gpudoctor run` instead.", ExitCode.INTERNAL)
+    return InjectResult(False, f"injecting into process {pid} failed ({first[:160]}); the process keeps running "
+                               f"and {WITHOUT_AGENT} start it with `gpudoctor run` for them.", ExitCode.INTERNAL)
 
 
 def inject(pid: int, timeout_s: float = 10.0) -> InjectResult:

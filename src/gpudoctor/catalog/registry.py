@@ -424,6 +424,11 @@ layer                                    static:python.conv_layer,python.conv_bi
 module                                   static:python.cudagraph_reuse                 text    static.cudagraphs the CUDA-graph compiled module (or function) as written
 calls                                    static:python.cudagraph_reuse                 count   static.cudagraphs how many times one loop iteration (or step function) calls it
 mode                                     static:python.cudagraph_reuse                 text    static.cudagraphs the torch.compile mode (reduce-overhead / max-autotune)
+compile_problem                          static:python.compile_no_effect               text    static.pycompile discarded (the result is dropped) / wrapped_before (a wrapper took the uncompiled model)
+wrapper                                  static:python.compile_no_effect               text    static.pycompile the name the wrapper is bound to
+wrapper_kind                             static:python.compile_no_effect               text    static.pycompile trainer / ddp / fsdp / data_parallel / deepspeed / accelerate / fabric
+wrapper_call                             static:python.compile_no_effect               text    static.pycompile the wrapper call as written
+wrapper_line                             static:python.compile_no_effect               count   static.pycompile the line of the wrapper call
 # --- static: deployment files ---
 image                                    static:docker.base_image                      text    static.deploy    base image as written
 repo                                     static:docker.base_image                      text    static.deploy    image repository
@@ -445,6 +450,12 @@ ipc_host                                 static:deploy.shm                      
 container                                static:k8s.container                          text    static.manifests container name
 gpu_requests                             static:k8s.container                          count   static.manifests GPUs requested
 gpu_limits                               static:k8s.container                          count   static.manifests GPUs limited
+package                                  static:deploy.torch_install                   text    static.dockerinstall the package as named (torch, pytorch)
+version_spec                             static:deploy.torch_install                   text    static.dockerinstall the version part as written (>=2, ==2.5.1, @ URL; empty: none)
+pin_state                                static:deploy.torch_install                   text    static.dockerinstall pinned / range / none / nightly / variable
+installer                                static:deploy.torch_install                   text    static.dockerinstall pip / uv / conda
+index_url                                static:deploy.torch_install                   text    static.dockerinstall the index or find-links URL given (empty: none)
+pre_release                              static:deploy.torch_install                   bool    static.dockerinstall pip's --pre is given
 launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
 reason                                   static:file.error                             text    static.sites     why the file could not be analysed
 detail                                   static:file.error                             text    static.sites     the error

@@ -15,6 +15,7 @@ import re
 import shlex
 from collections.abc import Iterator
 
+from gpudoctor.static.dockerinstall import torch_install_sites
 from gpudoctor.static.sites import FileResult, find_ignores
 
 #: Environment variables worth a site (the rules look at a few of them; the rest are cheap context).
@@ -93,8 +94,10 @@ def check_dockerfile(result: FileResult, text: str) -> None:
             _entrypoint(result, line, instruction, rest)
         elif instruction == "RUN":
             launch_sites(result, line, rest)
+            torch_install_sites(result, line, _substitute(rest, args))
             for number, body_line in heredoc_body:  # a RUN heredoc is a script: its own lines
                 launch_sites(result, number, body_line.strip())
+                torch_install_sites(result, number, _substitute(body_line.strip(), args))
 
 
 def dockerfile_instructions(text: str) -> Iterator[tuple[int, str, list[tuple[int, str]]]]:
@@ -205,6 +208,7 @@ def check_shell(result: FileResult, text: str) -> None:
         for match in _ENV_ASSIGN_RE.finditer(content):
             env_site(result, line, match.start(1) + 1, match.group(1), match.group(2))
         launch_sites(result, line, content)
+        torch_install_sites(result, line, content)
         if re.search(r"\bdocker\s+run\b", content) or re.search(r"\bpodman\s+run\b", content):
             _docker_run(result, line, content)
 
