@@ -40,7 +40,10 @@ def test_inject_into_a_loop_whose_threads_churn_every_epoch(target_factory: type
         assert result.client is not None
         deadline = time.monotonic() + 15
         stats = result.client.stats()
-        while stats.window_steps < 5 and time.monotonic() < deadline:
+        # Until the window holds an epoch boundary: five steps right after injection can all sit inside
+        # one 8-step epoch (CI saw window_steps 5, no worker start yet).
+        while ((stats.window_steps < 5 or not stats.loader_worker_starts)
+               and time.monotonic() < deadline):
             time.sleep(0.2)
             stats = result.client.stats()
         assert stats.window_steps >= 5 and stats.data_wait_pct is not None
