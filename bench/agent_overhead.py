@@ -235,7 +235,8 @@ class Loop:
 
 
 def _attach(loop: Loop, mode: str) -> tuple[object, float]:
-    from gpudoctor.agent.client import inject, wait_for_agent
+    from gpudoctor.agent.client import wait_for_agent
+    from gpudoctor.agent.inject import inject
 
     start = time.monotonic()
     if mode == "inject":

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from agent_helpers import Target, agent_threads
 
-from gpudoctor.agent.client import AgentClient, AgentLost, find_agent, inject
+from gpudoctor.agent.client import AgentClient, AgentLost, find_agent
+from gpudoctor.agent.inject import inject
 from gpudoctor.agent.paths import find_socket
 from gpudoctor.exitcodes import ExitCode
 from gpudoctor.live.samples import StepStats

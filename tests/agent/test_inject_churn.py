@@ -11,8 +11,7 @@ import time
 import pytest
 from agent_helpers import Target, agent_threads
 
-from gpudoctor.agent.client import inject
-from gpudoctor.agent.inject import MAX_ATTACH_TRIES, WITHOUT_AGENT, _failure
+from gpudoctor.agent.inject import MAX_ATTACH_TRIES, WITHOUT_AGENT, _failure, inject
 
 pytest.importorskip("hypno", reason="the optional injector (gpudoctor[inject]) is not installed")
 

@@ -58,7 +58,7 @@ def _python_pid(pid: int) -> int:
     raise AssertionError("no python process under runuser")
 
 
-INJECT = ("import sys\nfrom gpudoctor.agent.client import inject\n"
+INJECT = ("import sys\nfrom gpudoctor.agent.inject import inject\n"
           "r = inject(int(sys.argv[1]), timeout_s=10)\nprint(int(r.code)); print(r.reason)\n")
 
 

@@ -30,11 +30,11 @@ def _gd103(steps: StepStats, shm_total_mib: float) -> list:
 @pytest.fixture(scope="module")
 def loader_stats() -> StepStats:
     pytest.importorskip("hypno")
-    from gpudoctor.agent import client
+    from gpudoctor.agent.inject import inject
 
     target = start_workload("workers")
     try:
-        result = client.inject(target.pid)
+        result = inject(target.pid)
         assert result.ok, result.reason
         with result.client as agent:
             deadline = time.monotonic() + 60

@@ -178,10 +178,3 @@ def wait_for_agent(pid: int, timeout_s: float, poll_s: float = 0.05) -> AgentCli
         if client is not None or time.monotonic() >= deadline:
             return client
         time.sleep(poll_s)
-
-
-def inject(pid: int, timeout_s: float = 10.0) -> Any:
-    """Start the agent inside running process ``pid``; see :func:`gpudoctor.agent.inject.inject`."""
-    from gpudoctor.agent.inject import inject as _inject
-
-    return _inject(pid, timeout_s)

@@ -65,6 +65,7 @@ class AgentLink:
             return
         try:
             from gpudoctor.agent import client as agent_client  # type: ignore[attr-defined,unused-ignore]
+            from gpudoctor.agent.inject import inject
         except ImportError:
             self._set(AgentState(status=AgentStatus.UNAVAILABLE,
                                  detail="the agent client is not part of this gpudoctor build; step facts are skipped."))
@@ -74,7 +75,7 @@ class AgentLink:
             if client is None and self._want_inject:
                 self._set(AgentState(status=AgentStatus.INJECTING, detail="injecting the agent…"))
                 self.injecting_since = time.time()
-                result = agent_client.inject(self.pid)
+                result = inject(self.pid)
                 self.ready_at = time.time()
                 if not result.ok:
                     self._set(AgentState(status=AgentStatus.UNAVAILABLE, detail=result.reason or "injection failed."))

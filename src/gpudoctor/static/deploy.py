@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Iterator
 
 from gpudoctor.static.dockerinstall import torch_install_sites
-from gpudoctor.static.sites import FileResult, find_ignores
+from gpudoctor.static.sites import FileResult
 
 #: Environment variables worth a site (the rules look at a few of them; the rest are cheap context).
 ENV_PREFIXES = ("NCCL_", "CUDA_", "NVIDIA_", "TORCH_", "PYTORCH_", "OMP_")
@@ -230,23 +230,3 @@ def _docker_run(result: FileResult, line: int, content: str) -> None:
     configured = ipc_host or shm != -1 or any("/dev/shm" in w for w in words)
     result.add("deploy.shm", line, 1, label="docker run", workload="docker run", gpu=gpu,
                shm_configured=configured, shm_size_mib=-1 if ipc_host else shm, ipc_host=ipc_host)
-
-
-def check_deploy_file(path: str, kind: str, data: bytes) -> FileResult:
-    """Check one Dockerfile, shell script or YAML manifest given as bytes."""
-    result = FileResult(path=path, kind=kind)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        result.error("not-utf8", f"cannot decode as UTF-8 at byte {exc.start}")
-        text = data.decode("utf-8", errors="replace")
-    result.ignores = find_ignores(text)
-    if kind == "dockerfile":
-        check_dockerfile(result, text)
-    elif kind == "shell":
-        check_shell(result, text)
-    elif kind == "yaml":
-        from gpudoctor.static.manifests import check_yaml
-
-        check_yaml(result, text)
-    return result

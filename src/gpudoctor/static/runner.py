@@ -57,7 +57,7 @@ def check_file(path: str, kind: str) -> FileResult:
             return result
 
         return check_python(path, data)
-    from gpudoctor.static.deploy import check_deploy_file
+    from gpudoctor.static.deployfile import check_deploy_file
 
     return check_deploy_file(path, kind, data)
 

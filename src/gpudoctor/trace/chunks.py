@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import msgspec
 
@@ -194,3 +194,12 @@ def _decode_events(decoder: msgspec.json.Decoder, text: bytes | bytearray | memo
         builder.add_loose(loose)
         return
     builder.add(events)
+
+
+def read_blocks(fh: BinaryIO, size: int) -> Iterator[bytes]:
+    """The rest of ``fh`` in blocks of ``size`` bytes (the last one shorter)."""
+    while True:
+        block = fh.read(size)
+        if not block:
+            return
+        yield block

@@ -30,6 +30,9 @@ except ImportError:  # pragma: no cover - the fallback
 
 #: Compressed bytes inflated per step (~1 MB of JSON for a typical trace: the chunk the reader decodes
 #: at once; 64 kB read df_index_resolver ~20% faster than 256 kB, its ~5 MB blocks).
+#: A ``.json.gz`` trace is split up to this much JSON (the child decoding its second half holds all of
+#: it inflated: :class:`~gpudoctor.trace.split.GzipHalf`); a larger one is read by one process.
+IN_MEMORY_MAX_BYTES = 512 * 1024 * 1024
 _IN_BLOCK = 1 << 16
 _END = b""
 

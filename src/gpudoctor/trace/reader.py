@@ -25,7 +25,7 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -39,6 +39,7 @@ from gpudoctor.trace.chunks import (
     decode_members,
     fold_events,
     members_before,
+    read_blocks,
 )
 from gpudoctor.trace.events import (
     K_ANNOTATION,
@@ -60,7 +61,7 @@ from gpudoctor.trace.events import (
     _LooseHeader,
     malformed_note,
 )
-from gpudoctor.trace.gunzip import GunzipStream
+from gpudoctor.trace.gunzip import IN_MEMORY_MAX_BYTES, GunzipStream
 
 if TYPE_CHECKING:
     from gpudoctor.trace.split import GzipHalf
@@ -79,9 +80,6 @@ HEADER_BYTES = 4 * 1024 * 1024
 #: within ±3% of each other from 25.8 to 34.8 MB, where the split costs 10-20% more CPU; two faster
 #: on df_index_resolver's 53.7 MB, 0.321 against 0.364 s).
 PARALLEL_MIN_BYTES = 30 * 1024 * 1024
-#: A ``.json.gz`` trace is split up to this much JSON (the child decoding its second half holds all of
-#: it inflated: :class:`~gpudoctor.trace.split.GzipHalf`); a larger one is read by one process.
-IN_MEMORY_MAX_BYTES = 512 * 1024 * 1024
 #: JSON without Kineto's one-event-per-block layout is decoded in one piece, up to this size.
 MAX_WHOLE_BYTES = 2 * 1024 * 1024 * 1024
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
@@ -222,14 +220,6 @@ def _gzip_half(path: Path, processes: int, chunk_bytes: int) -> GzipHalf | None:
     return GzipHalf(path, hint // 2, chunk_bytes)
 
 
-def _read_chunks(fh: BinaryIO, size: int) -> Iterator[bytes]:
-    while True:
-        block = fh.read(size)
-        if not block:
-            return
-        yield block
-
-
 def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYTES, processes: int = 1) -> RankTrace:
     """Read one Kineto trace file (``.json`` or ``.json.gz``).
 
@@ -305,7 +295,7 @@ def _decode_stream(fh: BinaryIO, builder: Builder, chunk_bytes: int, path: Path,
 
         trailer = decode_in_two(fh, size, lambda: path.open("rb"), first, events_at, builder, chunk_bytes)
     else:
-        trailer = fold_events(bytearray(first[events_at:]), _read_chunks(fh, chunk_bytes), builder, at_eof=True)
+        trailer = fold_events(bytearray(first[events_at:]), read_blocks(fh, chunk_bytes), builder, at_eof=True)
     assert trailer is not None
     header.distributedInfo = header.distributedInfo or trailer.distributedInfo
     header.deviceProperties = header.deviceProperties or trailer.deviceProperties

@@ -25,9 +25,8 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from gpudoctor.trace.chunks import fold_events
+from gpudoctor.trace.chunks import fold_events, read_blocks
 from gpudoctor.trace.events import Builder, _Header
-from gpudoctor.trace.reader import _read_chunks
 
 _SEP = b"},\n  {"
 _COLUMNS = ("name", "thread", "ts", "dur", "stream", "correlation", "nbytes", "memory_ts", "memory_allocated",
@@ -66,7 +65,7 @@ def decode_in_two(fh: BinaryIO, size: int, reopen: Callable[[], BinaryIO], first
     found = window.find(_SEP)
     if found < 0 or middle <= len(first):
         fh.seek(len(first))
-        return fold_events(bytearray(first[events_at:]), _read_chunks(fh, chunk_bytes), builder, at_eof=True)
+        return fold_events(bytearray(first[events_at:]), read_blocks(fh, chunk_bytes), builder, at_eof=True)
     split = middle + found + 1  # the "," after the "}" of the first half's last event
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -134,7 +133,7 @@ class GzipHalf:
         if not self._split:
             if rest:
                 yield rest
-            yield from _read_chunks(fh, chunk_bytes)
+            yield from read_blocks(fh, chunk_bytes)
             return
         need = self._split - middle
         while len(rest) < need:
@@ -184,8 +183,7 @@ def _gzip_child(path: Path, middle: int, chunk_bytes: int, write_fd: int) -> Non
     """Inflate the file, send where its second half starts (0: none), then decode that half."""
     split = 0
     try:
-        from gpudoctor.trace.gunzip import inflate_whole
-        from gpudoctor.trace.reader import IN_MEMORY_MAX_BYTES
+        from gpudoctor.trace.gunzip import IN_MEMORY_MAX_BYTES, inflate_whole
 
         data = inflate_whole(path.read_bytes(), IN_MEMORY_MAX_BYTES)
         if data is not None and middle < len(data):
@@ -210,7 +208,7 @@ def _child(reopen: Callable[[], BinaryIO], split: int, chunk_bytes: int, write_f
         part = Builder()
         with reopen() as fh:
             fh.seek(split)
-            trailer = fold_events(bytearray(fh.read(chunk_bytes)), _read_chunks(fh, chunk_bytes), part, at_eof=True)
+            trailer = fold_events(bytearray(fh.read(chunk_bytes)), read_blocks(fh, chunk_bytes), part, at_eof=True)
         table = part.finish()
         body = {
             "names": table.names,
