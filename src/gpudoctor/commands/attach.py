@@ -8,6 +8,10 @@
 - neither, on a terminal: the Textual dashboard over the same :class:`LiveSession`; not on a
   terminal: the ``--once`` report.
 
+Ended by any signal (Ctrl-C, SIGTERM, SIGHUP, ``timeout 5 gpudoctor attach …``), attach detaches
+the agent it injected and writes the report of what it saw (the dashboard detaches and leaves), exit
+status 130; a second signal meanwhile cannot cut that short (:mod:`gpudoctor.commands.signals`).
+
 A PID that does not exist, belongs to another user, or is not a Python process ends in one
 sentence and its own exit code (3, 4, 5). A non-Python PID is refused rather than shown with GPU
 readings only: the diagnosis is about the Python training loop, so the sentence names the Python
@@ -26,6 +30,7 @@ from typing import Any
 import psutil
 
 from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
+from gpudoctor.commands.signals import Relay, signal_name
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.live.process import check_target, launched_program, python_version
 from gpudoctor.live.report import build_report
@@ -101,6 +106,16 @@ def _python_child(pid: int) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # SIGTERM/SIGHUP stop attach as Ctrl-C does (the session is closed, the agent detached, the
+    # report written); later signals are ignored until then. The target is never signalled.
+    with Relay() as relay:
+        try:
+            return _run(args, relay)
+        except KeyboardInterrupt:   # a signal before the session existed: nothing to detach
+            return int(ExitCode.INTERRUPTED)
+
+
+def _run(args: argparse.Namespace, relay: Relay) -> int:
     if not 0 < args.pid < 2**31:
         raise UserError(f"PID must be a positive process id, not {args.pid}.", ExitCode.USAGE)
     if args.duration is not None and args.duration <= 0:
@@ -135,8 +150,8 @@ def run(args: argparse.Namespace) -> int:
     if not once and args.duration is None and not args.headless:
         dashboard = _dashboard()
         if dashboard is not None:
-            session.start()
             try:
+                session.start()
                 return int(dashboard(session))
             finally:
                 session.close()
@@ -144,8 +159,8 @@ def run(args: argparse.Namespace) -> int:
                     exporter.close()
     started = time.monotonic()
     interrupted = False
-    session.start()
     try:
+        session.start()
         if once:
             session.wait_windows(2, ONCE_TIMEOUT_S)
         else:
@@ -161,13 +176,16 @@ def run(args: argparse.Namespace) -> int:
             exporter.close()
     report = build_report(snap, elapsed_s=time.monotonic() - started, windows=windows,
                           first_finding_s=dict(session.first_finding_at))
+    if relay.stopped:
+        report.notes.append(f"gpudoctor got {signal_name(relay.received[0])}: the watch ended there and the "
+                            "agent was detached; the process keeps running.")
     out = open_output(args.output)
     try:
         render(report, args.format, out)
     finally:
         if out is not sys.stdout:
             out.close()
-    if interrupted:
+    if interrupted or relay.stopped:
         return int(ExitCode.INTERRUPTED)
     return exit_status(report, threshold)
 

@@ -5,8 +5,11 @@ The agent reaches every Python process the command starts (every rank under ``to
 DataLoader workers and other multiprocessing children, except ``torch.multiprocessing.spawn``
 ranks, whose agents start when they join a process group; the session then watches rank 0. The view is the live session's: the
 dashboard on a terminal, else a report when the command exits (or after ``--duration``). When the
-report goes to stdout as JSON/Markdown or into a pipe, the command's own stdout goes to stderr. Ctrl-C
-reaches the command (the terminal sends it to both; otherwise it is forwarded). A command that
+report goes to stdout as JSON/Markdown or into a pipe, the command's own stdout goes to stderr. Ctrl-C,
+SIGTERM and SIGHUP reach the command once, as the shell would deliver them (the terminal sends Ctrl-C
+to both; otherwise gpudoctor forwards it: :mod:`gpudoctor.commands.signals`); the first stops the watch
+and the report is written while the command saves; gpudoctor then waits for it and never signals it
+on its own. In the dashboard, Ctrl-C passes SIGINT to the command and leaves. A command that
 cannot be started ends in one sentence and exit status 7; a command that fails is reported with its
 own exit status, and gpudoctor then exits 7 as well.
 """
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
+from gpudoctor.commands.signals import Relay, child_group_options, signal_name, terminal_foreground
 from gpudoctor.exitcodes import ExitCode, UserError
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "agent" / "bootstrap"
@@ -62,15 +66,18 @@ def agent_env(base: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def start_command(cmd: list[str], stdout_to_stderr: bool = False) -> subprocess.Popen[bytes]:
+def start_command(cmd: list[str], stdout_to_stderr: bool = False,
+                  shared_group: bool = True) -> subprocess.Popen[bytes]:
     """Start ``cmd`` with the agent; a command that cannot start is a UserError (TARGET_FAILED).
 
     ``stdout_to_stderr``: the report owns stdout (JSON/Markdown, or piped), so the command's own
-    output goes to stderr and stdout stays machine-readable.
+    output goes to stderr and stdout stays machine-readable. ``shared_group``: the command stays in
+    gpudoctor's process group (the terminal's foreground one), else it gets its own.
     """
     try:
         return subprocess.Popen(cmd, env=agent_env(dict(os.environ)),
-                                stdout=sys.stderr.fileno() if stdout_to_stderr else None)
+                                stdout=sys.stderr.fileno() if stdout_to_stderr else None,
+                                **child_group_options(shared_group))
     except FileNotFoundError:
         raise UserError(f"command not found: {cmd[0]} (check the spelling and your PATH).",
                         ExitCode.TARGET_FAILED) from None
@@ -209,16 +216,6 @@ def _has_spawned_children(procs: list[Any]) -> bool:
     return False
 
 
-def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
-    """Send ``signum`` to the command unless the terminal already sent it to our whole group."""
-    foreground = False
-    with contextlib.suppress(OSError):
-        foreground = os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
-    if signum != signal.SIGINT or not foreground:
-        with contextlib.suppress(OSError):
-            child.send_signal(signum)
-
-
 def run(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -234,31 +231,31 @@ def run(args: argparse.Namespace) -> int:
     threshold = fail_on(args, config)
     started = time.monotonic()
     report_owns_stdout = args.output is None and (args.format != "text" or not sys.stdout.isatty())
-    child = start_command(cmd, stdout_to_stderr=report_owns_stdout)
-    previous = signal.signal(signal.SIGTERM, lambda s, f: _forward(child, s))
+    shared_group = terminal_foreground()
+    child = start_command(cmd, stdout_to_stderr=report_owns_stdout, shared_group=shared_group)
+    relay = Relay(child.pid, shared_group).install()
     try:
-        report, interrupted = _watch(args, child, catalog, config.options, started)
-    except KeyboardInterrupt:
-        report, interrupted = None, True
-    try:
-        if report is not None:
-            _render(args, report)
-        if interrupted:
-            returncode = _wait_child(child, grace_s=10.0)
-        else:
-            if report is not None and child.poll() is None:
-                print("gpudoctor: report written; waiting for the command to finish (Ctrl-C stops it).",
-                      file=sys.stderr)
-            returncode = _wait_child(child)
-    except KeyboardInterrupt:
-        interrupted = True
-        _forward(child, signal.SIGINT)
-        returncode = _wait_child(child, grace_s=10.0)
+        try:
+            report = _watch(args, child, catalog, config.options, started, relay)
+        except KeyboardInterrupt:   # the relay's first signal, before any report could be made
+            report = None
+        try:
+            if report is not None:
+                _render(args, report)
+        except KeyboardInterrupt:
+            pass
+        if relay.stopped and child.poll() is None:
+            print(f"gpudoctor: {signal_name(relay.received[0])} passed to the command once; waiting for it "
+                  "to finish (its own handler decides when).", file=sys.stderr)
+        elif report is not None and child.poll() is None:
+            print("gpudoctor: report written; waiting for the command to finish (Ctrl-C stops it).",
+                  file=sys.stderr)
+        returncode = _wait_child(child)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        relay.restore()
     status = _describe_exit(returncode)
     print(f"gpudoctor: the command {status}.", file=sys.stderr)
-    if interrupted:
+    if relay.stopped:
         return int(ExitCode.INTERRUPTED)
     if returncode != 0:
         return int(ExitCode.TARGET_FAILED)
@@ -273,60 +270,58 @@ def _describe_exit(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
-def _wait_child(child: subprocess.Popen[bytes], grace_s: float | None = None) -> int:
-    try:
-        return child.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        child.terminate()
+def _wait_child(child: subprocess.Popen[bytes]) -> int:
+    """Wait for the command to end; a signal meanwhile was already passed on by the relay (the first
+    one raises here): gpudoctor never stops the command on its own, a save may take minutes."""
+    while True:
         try:
-            return child.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            child.kill()
             return child.wait()
-    except KeyboardInterrupt:           # a second Ctrl-C: stop waiting politely
-        child.terminate()
-        return child.wait()
+        except KeyboardInterrupt:
+            continue
 
 
 def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: Any, options: Any,
-           started: float) -> tuple[Any, bool]:
-    """Watch the command with the live session; returns (report or None, interrupted)."""
+           started: float, relay: Relay) -> Any:
+    """Watch the command with the live session; returns the report or None. A stop signal (the
+    relay passed it on already) ends the watch early; the report then holds what was seen."""
     from gpudoctor.commands.attach import AUTO_PROFILE_STEPS
     from gpudoctor.live.report import build_report
     from gpudoctor.live.session import LiveSession
     from gpudoctor.live.watch import watch
 
-    interrupted = False
     try:
         pid = find_agent_pid(child.pid, AGENT_WAIT_S, child)
-    except AgentWaitInterrupted as exc:   # Ctrl-C before the session started: the command gets it too
-        interrupted, pid = True, exc.pid
-        _forward(child, signal.SIGINT)
+    except AgentWaitInterrupted as exc:   # a stop signal before the session started: the relay passed it on
+        pid = exc.pid
         if pid is None:
-            return None, True
+            return None
     if pid is None:
         if child.poll() is None:
             print("gpudoctor: no Python process with the agent appeared in the command within "
                   f"{AGENT_WAIT_S:.0f} s; nothing to watch.", file=sys.stderr)
-        return None, False
+        return None
     session = LiveSession(pid, catalog, options, use_agent=True, interval_s=args.interval,
                           window_s=args.window, use_stacks=not args.no_stacks,
                           auto_profile_steps=0 if args.profile or args.no_auto_profile else AUTO_PROFILE_STEPS)
     interactive = sys.stdout.isatty() and args.output is None and not args.no_dashboard
-    if interactive and args.duration is None:
+    if interactive and args.duration is None and not relay.stopped:
         from gpudoctor.tui.app import run_dashboard
 
-        session.start()
-        run_dashboard(session)          # closes the session; the agent stays in the command
-        return None, False
-    session.start()
+        try:
+            session.start()
+            # closes the session; the agent stays in the command. Ctrl-C there: SIGINT to the command, once
+            run_dashboard(session, on_interrupt=relay.dashboard_interrupt)
+        finally:
+            session.close()
+        return None
     try:
-        watch(session, args.duration if args.duration is not None else float("inf"), args.profile,
-              keep_going=lambda: child.poll() is None,
-              say=lambda text: print(f"gpudoctor: {text}", file=sys.stderr))
+        session.start()
+        if not relay.stopped:
+            watch(session, args.duration if args.duration is not None else float("inf"), args.profile,
+                  keep_going=lambda: child.poll() is None,
+                  say=lambda text: print(f"gpudoctor: {text}", file=sys.stderr))
     except KeyboardInterrupt:
-        interrupted = True
-        _forward(child, signal.SIGINT)
+        pass
     finally:
         snap = session.snapshot()
         windows = session.windows
@@ -336,7 +331,10 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
     report.inputs = [" ".join(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd)]
     if child.poll() is not None:
         report.notes.append(f"the command {_describe_exit(child.returncode)}.")
-    return report, interrupted
+    if relay.stopped:
+        report.notes.append(f"gpudoctor got {signal_name(relay.received[0])} and passed it to the command once; "
+                            "the watch ended there.")
+    return report
 
 
 def _render(args: argparse.Namespace, report: Any) -> None:

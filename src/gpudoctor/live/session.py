@@ -94,6 +94,7 @@ class LiveSession:
         self.started_at = time.time()
         self._lock = threading.RLock()
         self._stop = threading.Event()
+        self._closed = False
         self._new_window = threading.Condition(self._lock)
         self._threads: list[threading.Thread] = []
         self._nvml = nvml if nvml is not None else NvmlCollector()
@@ -159,7 +160,11 @@ class LiveSession:
         """Stop every thread, detach the agent we injected, leave the target running.
 
         Bounded: the threads get CLOSE_JOIN_S together (a trace analysis in flight is abandoned: it
-        runs in a child process that its own time limit ends), then the agent is detached."""
+        runs in a child process that its own time limit ends), then the agent is detached. A second
+        call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self._stop.set()
         with self._new_window:
             self._new_window.notify_all()

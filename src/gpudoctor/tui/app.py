@@ -5,16 +5,26 @@ Why it exists: ``attach``/``run``/``demo`` call :func:`run_dashboard` with a liv
 (session snapshot, profile request, export) runs in a thread worker that only posts messages;
 frequent snapshot messages replace each other, so a slow terminal never builds a backlog. It must
 not compute metrics or judge rules (the session and the engine do) and never kills the target.
+
+Signals: Ctrl-C in the dashboard is a key (the terminal is raw): it calls ``on_interrupt`` (``run``
+passes SIGINT to its command there, once) and leaves like ``q``, with exit status 130. A SIGINT,
+SIGTERM or SIGHUP sent to gpudoctor while the dashboard runs goes first to the handler that was in
+place (``run``'s relay passes it to the command), then the app detaches and leaves the same way: never a
+KeyboardInterrupt inside the event loop, and never a second signal to the job.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -67,11 +77,12 @@ class GpudoctorApp(App[int]):
         Binding("enter", "open_fix", "fix", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
+        Binding("ctrl+c", "interrupt", "interrupt", show=False, priority=True),
     ]
 
     def __init__(self, session: DashboardSession | None = None, report: Report | None = None, *,
                  catalog: Catalog | None = None, refresh_s: float = 1.0, profile_steps: int = 5,
-                 export_dir: Path | None = None) -> None:
+                 export_dir: Path | None = None, on_interrupt: Callable[[], None] | None = None) -> None:
         super().__init__()
         if (session is None) == (report is None):
             raise ValueError("give exactly one of session or report")
@@ -86,6 +97,9 @@ class GpudoctorApp(App[int]):
         self._stop = threading.Event()
         self._errors_seen: set[str] = set()
         self._detached = False
+        self.on_interrupt = on_interrupt
+        self.signalled: int | None = None       # the signal that ended the app, if one did
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -96,6 +110,9 @@ class GpudoctorApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self.signalled is not None:      # a signal came while the app started
+            self.call_later(self._leave, int(ExitCode.INTERRUPTED))
         self.query_one(FindingsList).focus()
         if self.report is not None:
             self.query_one(TraceView).show(self.report)
@@ -239,9 +256,26 @@ class GpudoctorApp(App[int]):
 
     async def action_quit(self) -> None:
         """Stop polling, detach (the target keeps running) and leave."""
+        self._leave(int(ExitCode.OK))
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C: ``on_interrupt`` (``run`` sends its command SIGINT, once), then leave with 130."""
+        if self.on_interrupt is not None and self.signalled is None:
+            self.on_interrupt()
+        self.signalled = self.signalled or int(signal.SIGINT)
+        self._leave(int(ExitCode.INTERRUPTED))
+
+    def stop_on_signal(self, signum: int) -> None:
+        """Called from a signal handler (the main thread, perhaps inside the event loop): leave soon."""
+        first = self.signalled is None
+        self.signalled = self.signalled or signum
+        if first and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._leave, int(ExitCode.INTERRUPTED))
+
+    def _leave(self, code: int) -> None:
         self._stop.set()
         self.detach()
-        self.exit(int(ExitCode.OK))
+        self.exit(code)
 
     def detach(self) -> None:
         """Close the session once; a failure to detach is logged, never raised at the user."""
@@ -255,13 +289,45 @@ class GpudoctorApp(App[int]):
 
 
 def run_dashboard(session: DashboardSession, **options: object) -> int:
-    """Open the dashboard on a live session; detach (never kill) on quit. Returns an exit status."""
+    """Open the dashboard on a live session; detach (never kill) on quit, Ctrl-C or a signal.
+    Returns an exit status (130 after Ctrl-C or a signal)."""
     app = GpudoctorApp(session=session, **options)  # type: ignore[arg-type]
     try:
-        result = app.run()
+        with _leave_on_signals(app):
+            result = app.run()
     finally:
-        app.detach()  # also when the app stopped another way (Ctrl-C, a crash)
+        app.detach()  # also when the app stopped another way (a crash)
+    if app.signalled is not None:
+        return int(ExitCode.INTERRUPTED)
     return int(result if result is not None else ExitCode.OK)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _leave_on_signals(app: GpudoctorApp) -> Iterator[None]:
+    """While the app runs: SIGINT/SIGTERM/SIGHUP go to the handler in place before (``run``'s relay,
+    which passes them to the command; a KeyboardInterrupt it raises is dropped), then the app leaves."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {int(signum): signal.getsignal(signum) for signum in STOP_SIGNALS}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        before = previous.get(signum)
+        if callable(before) and before is not signal.default_int_handler:
+            with contextlib.suppress(KeyboardInterrupt):
+                before(signum, frame)
+        app.stop_on_signal(signum)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old if old is not None else signal.SIG_DFL)
 
 
 def run_trace_browser(report: Report, **options: object) -> int:
