@@ -14,6 +14,7 @@ class ExitCode(enum.IntEnum):
     NOT_PYTHON = 5            # the PID is not a Python process
     NO_GPU = 6                # a command that needs NVML/a GPU found none
     TARGET_FAILED = 7         # `gpudoctor run`: the training command itself failed to start
+    UNTRUSTED_AGENT = 8       # the target's agent socket lies where its user does not own it alone (planted?)
     INTERNAL = 70             # a bug in gpudoctor (with a one-line message and a hint to report it)
     INTERRUPTED = 130         # Ctrl-C
 

@@ -3,20 +3,37 @@
 Used by the live session, ``gpudoctor attach`` and ``gpudoctor run``. It never imports torch and
 never raises for a user-caused condition without a one-sentence message: a missing or stale agent
 is ``None`` from :func:`find_agent`; a lost or refusing agent is :class:`AgentError`.
+
+Every reply is untrusted input (gpudoctor may run as root; the agent runs as the target's user, who
+may answer anything): a reply line is at most :data:`MAX_REPLY_BYTES`; every known field must have its
+declared type (checked with msgspec) and a possible value (finite numbers within
+:data:`MAX_NUMBER`, strings of at most :data:`MAX_TEXT` characters, at most :data:`MAX_ITEMS` items),
+else :class:`AgentError` with one sentence; and a ``trace_path`` is used only when it names a regular
+file owned by the target's user directly inside the socket's verified directory
+(:func:`gpudoctor.agent.paths.find_socket`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import json
 import logging
+import math
+import os
 import socket
+import stat
 import threading
 import time
+import typing
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.agent.paths import find_socket
+import msgspec
+
+from gpudoctor.agent.paths import find_socket, process_uid
 from gpudoctor.agent.protocol import (
     PROTOCOL_VERSION,
     HelloReply,
@@ -29,6 +46,12 @@ from gpudoctor.agent.protocol import (
 log = logging.getLogger("gpudoctor.agent.client")
 
 DEFAULT_TIMEOUT_S = 2.0
+#: The longest reply line read from an agent.
+MAX_REPLY_BYTES = 1 << 20
+#: Bounds on what a reply's fields may hold.
+MAX_TEXT = 4096
+MAX_ITEMS = 1024
+MAX_NUMBER = 1e15
 #: The profile window's reply (older name).
 ProfileStatus = ProfileReply
 
@@ -46,11 +69,63 @@ def step_stats_from_reply(reply: dict[str, Any]) -> StepStats:
     return from_wire(StatsReply, reply).stats
 
 
+@functools.cache
+def _wire_fields(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(name, type) of every field of ``cls`` as it is on the wire (nested replies flat)."""
+    hints = typing.get_type_hints(cls)
+    out: list[tuple[str, Any]] = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            out.extend(_wire_fields(hint))  # type: ignore[arg-type]
+        else:
+            out.append((f.name, hint))
+    return tuple(out)
+
+
+def _impossible(value: Any) -> str | None:
+    """Why ``value`` cannot be a true reading (None: it can)."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) and abs(value) <= MAX_NUMBER else f"{value!r} is out of range"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if abs(value) <= 2**53 else "an integer out of range"
+    if isinstance(value, str):
+        return None if len(value) <= MAX_TEXT else f"a text of {len(value)} characters"
+    if isinstance(value, (list, tuple)):
+        if len(value) > MAX_ITEMS:
+            return f"{len(value)} items"
+        return next((why for why in map(_impossible, value) if why), None)
+    return None
+
+
+def checked_reply(cls: type, reply: dict[str, Any], pid: int) -> dict[str, Any]:
+    """``reply`` when every field ``cls`` knows has its type and a possible value; else AgentError."""
+    for name, hint in _wire_fields(cls):
+        value = reply.get(name)
+        if isinstance(value, float) and not math.isfinite(value) and type(None) in typing.get_args(hint):
+            reply[name] = value = None       # NaN/inf where "no reading" may stand: no reading
+        if value is None:
+            continue
+        if isinstance(hint, type) and issubclass(hint, Enum):
+            why = None if isinstance(value, str) and len(value) <= 64 else "not a short text"
+        else:
+            try:
+                msgspec.convert(value, type=hint)
+                why = _impossible(value)
+            except (msgspec.ValidationError, TypeError) as exc:
+                why = str(exc)
+        if why:
+            raise AgentError(f"the agent in process {pid} sent a malformed reply ({name}: {why[:200]}); "
+                             "its data is not used.")
+    return reply
+
+
 class AgentClient:
     """One connection to one agent. Thread-safe: one request at a time."""
 
     def __init__(self, pid: int, socket_path: Path, sock: socket.socket, info: dict[str, Any]) -> None:
         self.pid = pid
+        self.uid = process_uid(pid)                   # the target's user: who must own its files
         self.socket_path = socket_path
         self.info = info                              # the hello reply as sent (see ``hello``)
         self.hello = from_wire(HelloReply, info) if info else HelloReply()
@@ -71,7 +146,7 @@ class AgentClient:
             raise
         client = cls(pid, socket_path, sock, {})
         try:
-            client.info = client.request({"op": "hello"})
+            client.info = checked_reply(HelloReply, client.request({"op": "hello"}), pid)
             client.hello = from_wire(HelloReply, client.info)
         except AgentError:
             client.close()
@@ -88,32 +163,66 @@ class AgentClient:
                 raise AgentLost(f"the connection to the agent in process {self.pid} is closed.")
             try:
                 self._sock.sendall(json.dumps(payload).encode() + b"\n")
-                line = self._file.readline()
+                line = self._file.readline(MAX_REPLY_BYTES + 1)
             except (OSError, ValueError) as exc:
                 self._close_locked()
                 raise AgentLost(f"the agent in process {self.pid} stopped answering ({exc}).") from None
             if not line:
                 self._close_locked()
                 raise AgentLost(f"the agent in process {self.pid} is gone (the process exited or detached).")
+            if len(line) > MAX_REPLY_BYTES:
+                self._close_locked()
+                raise AgentError(f"the agent in process {self.pid} sent a reply over {MAX_REPLY_BYTES >> 20} MiB; "
+                                 "the connection is closed.")
         try:
             reply = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise AgentError(f"the agent in process {self.pid} sent a malformed reply.") from None
-        if not reply.get("ok"):
-            raise AgentError(str(reply.get("error") or "the agent refused the request."))
+        if not isinstance(reply, dict):
+            raise AgentError(f"the agent in process {self.pid} sent a malformed reply (not an object).")
+        if reply.get("ok") is not True:
+            error = reply.get("error")
+            raise AgentError(error[:300] if isinstance(error, str) and error else "the agent refused the request.")
         return dict(reply)
 
     def stats(self, window_s: float = 10.0) -> StepStats:
-        reply = self.request({"op": "stats", "window_s": window_s})
+        reply = checked_reply(StatsReply, self.request({"op": "stats", "window_s": window_s}), self.pid)
         self.last_stats_reply = reply
         self.last_stats = from_wire(StatsReply, reply)
         return self.last_stats.stats
 
     def profile(self, steps: int = 3, timeout_s: float = 120.0) -> ProfileReply:
-        return from_wire(ProfileReply, self.request({"op": "profile", "steps": steps, "timeout_s": timeout_s}))
+        return self._profile_reply(self.request({"op": "profile", "steps": steps, "timeout_s": timeout_s}))
 
     def profile_status(self) -> ProfileReply:
-        return from_wire(ProfileReply, self.request({"op": "profile_status"}))
+        return self._profile_reply(self.request({"op": "profile_status"}))
+
+    def _profile_reply(self, reply: dict[str, Any]) -> ProfileReply:
+        status = from_wire(ProfileReply, checked_reply(ProfileReply, reply, self.pid))
+        if status.trace_path is None:
+            return status
+        why = self.untrusted_trace(status.trace_path)
+        if why is None:
+            return status
+        return dataclasses.replace(status, trace_path=None,
+                                   detail=f"the agent named a trace that gpudoctor does not read: {why}.")
+
+    def untrusted_trace(self, path: str) -> str | None:
+        """Why the trace file ``path`` named by the agent is not trusted (None: it is): it must be a
+        regular file of the target's user directly inside the agent socket's verified directory."""
+        where = self.socket_path.parent
+        candidate = Path(os.path.normpath(path))
+        if not candidate.is_absolute() or candidate.parent != Path(os.path.normpath(where)):
+            return f"{path[:200]} is not in the agent's directory {where}"
+        try:
+            st = os.lstat(candidate)
+        except OSError as exc:
+            return f"{candidate} cannot be read ({exc.strerror})"
+        if not stat.S_ISREG(st.st_mode):
+            return f"{candidate} is not a regular file"
+        if self.uid is None or st.st_uid != self.uid:
+            return f"{candidate} belongs to uid {st.st_uid}, not the process's uid {self.uid}"
+        return None
 
     def wait_profile(self, timeout_s: float, poll_s: float = 0.1) -> ProfileReply:
         """Poll until the profile window is done or failed (or ``timeout_s`` passes)."""

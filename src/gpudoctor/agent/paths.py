@@ -3,13 +3,27 @@
 Both sides use this module: the agent inside the training process (so it may import only the
 standard library) and the client in gpudoctor's process, which may run as another user (root) and
 must find the directory from the target's PID alone — hence no environment variable decides it.
+
+Trust (issue 39): /tmp is shared, so anyone can create ``/tmp/gpudoctor-<uid>`` before that user's
+agent does and answer in its name. The client trusts a socket only in a directory that is a real
+directory (no symlink) owned by the TARGET's uid with no access for others, and only a socket owned
+by that uid (:func:`find_socket`; :func:`untrusted_socket` says why one was refused). The agent never
+uses a directory it does not own: it takes the next candidate (:func:`ensure_private_dir`), the last
+being ``~/.gpudoctor`` in the user's own home, which no one else can plant.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
+
+#: The fallback directory's name in the user's home (used when the /tmp one is not ours).
+HOME_DIR_NAME = ".gpudoctor"
+#: Where the per-user directories are made (module constants so tests can point them elsewhere).
+RUN_USER = Path("/run/user")
+TMP = Path("/tmp")
 
 
 class PrivateDirError(OSError):
@@ -18,41 +32,85 @@ class PrivateDirError(OSError):
 
 def candidate_dirs(uid: int) -> list[Path]:
     """The private directories the agent of ``uid`` may use, in order of preference."""
-    run_user = Path(f"/run/user/{uid}")
+    run_user = RUN_USER / str(uid)
     dirs = []
     try:
         if run_user.is_dir() and run_user.stat().st_uid == uid:
             dirs.append(run_user / "gpudoctor")
     except OSError:
         pass
-    dirs.append(Path(f"/tmp/gpudoctor-{uid}"))
+    dirs.append(TMP / f"gpudoctor-{uid}")
+    home = _home_of(uid)
+    if home is not None:
+        dirs.append(home / HOME_DIR_NAME)
     return dirs
 
 
-def _check_private(path: Path, uid: int) -> None:
-    st = os.lstat(path)
+def _home_of(uid: int) -> Path | None:
+    """``uid``'s home directory from the password database, when it exists and that user owns it."""
+    try:
+        import pwd
+
+        home = Path(pwd.getpwuid(uid).pw_dir)
+        st = os.stat(home)
+    except (ImportError, KeyError, OSError):
+        return None
+    return home if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and home != Path("/") else None
+
+
+def untrusted_dir(path: Path, uid: int) -> str | None:
+    """Why ``path`` is not a private directory of ``uid`` (None: it is one)."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symbolic link"
     if not stat.S_ISDIR(st.st_mode):
-        raise PrivateDirError(f"{path} is not a directory")
+        return f"{path} is not a directory"
     if st.st_uid != uid:
-        raise PrivateDirError(f"{path} belongs to uid {st.st_uid}, not {uid}")
+        return f"{path} belongs to uid {st.st_uid}, not {uid}"
     if st.st_mode & 0o077:
-        raise PrivateDirError(f"{path} is readable by others (mode {oct(st.st_mode & 0o777)})")
+        return f"{path} is open to other users (mode {oct(st.st_mode & 0o777)})"
+    return None
+
+
+def _check_private(path: Path, uid: int) -> None:
+    why = untrusted_dir(path, uid)
+    if why is not None:
+        raise PrivateDirError(why)
 
 
 def ensure_private_dir() -> Path:
     """Create (or check) this process's private directory, mode 0700, and return it.
 
+    A candidate that exists but is not ours (another user created it first, or it is a symlink or
+    not a directory) is passed over, never used or changed; one of ours with a looser mode is set
+    back to 0700.
+
     Raises:
-        PrivateDirError: the directory exists but another user owns it or others can read it.
+        PrivateDirError: no candidate directory is usable (each one's reason, joined).
     """
     uid = os.geteuid()
-    path = candidate_dirs(uid)[0]
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    _check_private(path, uid)
-    return path
+    reasons = []
+    for path in candidate_dirs(uid):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            reasons.append(f"{path}: {exc.strerror}")
+            continue
+        why = untrusted_dir(path, uid)
+        if why is not None and "open to other users" in why:
+            # a real directory of ours (lstat); in sticky /tmp only we can rename it: tighten it
+            with contextlib.suppress(OSError):
+                os.chmod(path, 0o700)
+            why = untrusted_dir(path, uid)
+        if why is None:
+            return path
+        reasons.append(why)
+    raise PrivateDirError("no private directory for gpudoctor's agent: " + "; ".join(reasons))
 
 
 def socket_name(pid: int) -> str:
@@ -71,16 +129,40 @@ def process_uid(pid: int) -> int | None:
     return None
 
 
-def find_socket(pid: int) -> Path | None:
-    """The socket of ``pid``'s agent if one exists on disk (it may still be stale)."""
+def _search(pid: int) -> tuple[Path | None, str | None]:
+    """(the trusted socket of ``pid``'s agent or None, why a socket found for it was not trusted)."""
     uid = process_uid(pid)
     if uid is None:
-        return None
+        return None, None
+    refused = None
     for directory in candidate_dirs(uid):
         path = directory / socket_name(pid)
         try:
-            if stat.S_ISSOCK(os.lstat(path).st_mode):
-                return path
+            st = os.lstat(path)
         except OSError:
             continue
-    return None
+        if not stat.S_ISSOCK(st.st_mode):
+            continue
+        why = untrusted_dir(directory, uid)
+        if why is None and st.st_uid != uid:
+            why = f"{path} belongs to uid {st.st_uid}, not {uid}"
+        if why is None:
+            return path, None
+        refused = refused or why
+    return None, refused
+
+
+def find_socket(pid: int) -> Path | None:
+    """The socket of ``pid``'s agent if one exists on disk in a directory that only the process's
+    own user owns and can enter, owned by that user (it may still be stale)."""
+    return _search(pid)[0]
+
+
+def untrusted_socket(pid: int) -> str | None:
+    """One sentence when an agent socket for ``pid`` exists only where its user does not own it alone
+    (another user may have planted it to answer in the agent's name); None otherwise."""
+    path, refused = _search(pid)
+    if path is not None or refused is None:
+        return None
+    return (f"refusing the agent socket of process {pid}: {refused}; another user may have created it to "
+            "answer in the agent's name (remove that directory, then attach again).")

@@ -128,6 +128,8 @@ def _run(args: argparse.Namespace, relay: Relay) -> int:
     pid, launched = args.pid, launched_program(args.pid)
     if launched is not None:
         pid = launched[0]
+    if not args.no_agent:
+        _trusted_agent_socket(pid)
     config, catalog = prepare(args)
     threshold = fail_on(args, config)
     interactive = sys.stdout.isatty() and args.output is None
@@ -188,6 +190,16 @@ def _run(args: argparse.Namespace, relay: Relay) -> int:
     if interrupted or relay.stopped:
         return int(ExitCode.INTERRUPTED)
     return exit_status(report, threshold)
+
+
+def _trusted_agent_socket(pid: int) -> None:
+    """Refuse (exit 8) when the only agent socket for ``pid`` lies where its user does not own it
+    alone: another user may have planted it to answer in the agent's name (``agent.paths``)."""
+    from gpudoctor.agent.paths import untrusted_socket
+
+    why = untrusted_socket(pid)
+    if why is not None:
+        raise UserError(why[0].upper() + why[1:], ExitCode.UNTRUSTED_AGENT)
 
 
 def _start_exporter(session: LiveSession, args: argparse.Namespace) -> Any:
