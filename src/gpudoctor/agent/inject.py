@@ -23,7 +23,7 @@ from typing import Any
 
 import gpudoctor
 from gpudoctor.agent.client import AgentClient, find_agent, wait_for_agent
-from gpudoctor.agent.paths import process_uid
+from gpudoctor.agent.paths import process_stopped, process_uid
 from gpudoctor.exitcodes import ExitCode
 from gpudoctor.isolated import python_c
 
@@ -133,6 +133,9 @@ def _precheck(pid: int) -> InjectResult | None:
     uid = process_uid(pid)
     if uid is None:
         return InjectResult(False, f"process {pid} does not exist (it may have exited).", ExitCode.NO_SUCH_PROCESS)
+    if process_stopped(pid):
+        return InjectResult(False, f"process {pid} is stopped (state T: SIGSTOP or Ctrl-Z), so no agent can start "
+                                   f"in it; `kill -CONT {pid}` resumes it.", ExitCode.OK)
     if os.geteuid() != 0 and uid != os.geteuid():
         return InjectResult(False, f"process {pid} belongs to another user (uid {uid}); run gpudoctor as that "
                                    "user or as root.", ExitCode.NOT_PERMITTED)

@@ -129,6 +129,19 @@ def process_uid(pid: int) -> int | None:
     return None
 
 
+def process_stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped by a signal (state ``T``: SIGSTOP, Ctrl-Z; not a debugger's
+    short ``t`` tracing stop, which py-spy and the injector cause themselves)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    # the command name (field 2) may hold spaces and parentheses: the state follows the last ")"
+    rest = text[text.rfind(")") + 1:].split()
+    return bool(rest) and rest[0] == "T"
+
+
 def _search(pid: int) -> tuple[Path | None, str | None]:
     """(the trusted socket of ``pid``'s agent or None, why a socket found for it was not trusted)."""
     uid = process_uid(pid)

@@ -20,6 +20,7 @@ import time
 
 import psutil
 
+from gpudoctor.agent.paths import process_stopped
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.live import ranks
 from gpudoctor.live.samples import ProcessSample, WorkerSample
@@ -203,7 +204,7 @@ class ProcessCollector:
             cpu_pct=None if first else cpu, rss_mib=rss, num_threads=threads, cpu_affinity=affinity,
             cgroup_cpu_quota=cgroup_cpu_quota(self.pid), workers=workers, env=env,
             rank=_int_or_none(env.get("RANK")), local_rank=_int_or_none(env.get("LOCAL_RANK")),
-            world_size=_int_or_none(env.get("WORLD_SIZE")),
+            world_size=_int_or_none(env.get("WORLD_SIZE")), stopped=process_stopped(self.pid),
         )
 
     def _workers(self, proc: psutil.Process) -> tuple[WorkerSample, ...]:

@@ -90,7 +90,17 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
     return Report(command="attach", inputs=[f"pid {snap.target_pid}"], findings=list(snap.findings),
                   not_evaluated=list(snap.not_evaluated), tables=tables, notes=notes, data=data,
                   elapsed_s=elapsed_s, bottlenecks=[snap.bottleneck] if snap.bottleneck is not None else [],
-                  headline=_no_step_headline(snap))
+                  headline=_stopped_headline(snap) or _no_step_headline(snap))
+
+
+def _stopped_headline(snap: Snapshot) -> str | None:
+    """A process stopped by a signal (state T) does no work: its threads look busy to py-spy and it
+    takes no steps, so whatever the rules say is no diagnosis — say that instead of a clean bill."""
+    if snap.process is None or not snap.process.alive or not snap.process.stopped:
+        return None
+    pid = snap.target_pid
+    return (f"PID {pid} is stopped (state T: SIGSTOP or Ctrl-Z) and does no work, so nothing here is a diagnosis; "
+            f"`kill -CONT {pid}` resumes it, then attach again.")
 
 
 def _no_step_headline(snap: Snapshot) -> str | None:

@@ -90,6 +90,7 @@ class ProcessSample:
     local_rank: int | None = None
     world_size: int | None = None
     started_at: float | None = None                 # the process's start (epoch seconds)
+    stopped: bool = False                           # state T in /proc (SIGSTOP, Ctrl-Z): it does no work
 
 
 @dataclass(frozen=True)

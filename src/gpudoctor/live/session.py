@@ -123,6 +123,7 @@ class LiveSession:
         self._windows = 0
         self._stack_windows = 0
         self._exited_at: float | None = None
+        self._stopped_at: float | None = None          # when the target was first seen stopped (state T)
         self.first_finding_at: dict[str, float] = {}   # rule code → seconds after start it first showed
         self._step_samples: deque[float] = deque(maxlen=STEP_SAMPLES_MAX)
         self._samples_total: int | None = None          # agent's steps_total at the last poll
@@ -229,6 +230,7 @@ class LiveSession:
                 if proc.alive:
                     self._process = proc
                     self._last_alive = proc
+                    self._note_stopped_locked(proc)
                 elif self._exited_at is None:
                     self._exited_at = time.time()
                     self._process = (dataclasses.replace(self._last_alive, alive=False, timestamp=proc.timestamp)
@@ -247,6 +249,18 @@ class LiveSession:
                     self._new_window.notify_all()
                 return
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - tick)))
+
+    def _note_stopped_locked(self, proc: ProcessSample) -> None:
+        """A target stopped by a signal (state T) does no work: say so while it lasts, and after."""
+        if proc.stopped:
+            self._stopped_at = self._stopped_at or proc.timestamp
+            self._notes["stopped"] = (f"the process {self.pid} is stopped (state T: SIGSTOP or Ctrl-Z) and does no "
+                                      f"work; `kill -CONT {self.pid}` resumes it.")
+        elif self._stopped_at is not None:
+            self._notes.pop("stopped", None)
+            self._notes["was-stopped"] = (f"the process {self.pid} was stopped for "
+                                          f"{proc.timestamp - self._stopped_at:.0f} s during the watch (state T).")
+            self._stopped_at = None
 
     def _stacks_loop(self) -> None:
         binary = stacks_mod.find_pyspy()
