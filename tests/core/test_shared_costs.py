@@ -14,6 +14,7 @@ from msgspec.structs import replace
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
+from gpudoctor.catalog.finalize import finalize
 from gpudoctor.catalog.merge import mark_shared_costs, merge_findings
 from gpudoctor.catalog.rulefile import RuleFileError, parse_rule_text
 from gpudoctor.live.facts import build_factsets
@@ -27,7 +28,8 @@ def _live_findings(starts: int) -> list[Finding]:
                       loader_workers=2, loader_worker_starts=starts, loader_start_ms_per_step=4.72 if starts else 0.0,
                       loader_start_fork_ms_per_step=2.0 if starts else 0.0)
     factsets = build_factsets(10, [], None, None, None, steps, 10.0)
-    return evaluate(load_catalog(), factsets, [Source.LIVE]).findings
+    catalog = load_catalog()
+    return finalize(evaluate(catalog, factsets, [Source.LIVE]).findings, catalog)
 
 
 def test_the_lower_of_two_overlapping_findings_names_the_upper() -> None:
