@@ -14,6 +14,7 @@ print, exit, or import torch / rich / textual.
 from __future__ import annotations
 
 import gc
+import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -141,8 +142,22 @@ class PendingTraceSet:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        self._spawned = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-        self._futures = [self._spawned.submit(analyze_rank_file, *item) for item in items]
+        from gpudoctor.isolated import SAFE_PATH_ENV
+
+        # the workers (and multiprocessing's resource tracker) start here and at submit; their
+        # `python -c` line is multiprocessing's, so Python 3.11+ is told through the environment to
+        # leave the current directory off their sys.path
+        saved = {key: os.environ.get(key) for key in SAFE_PATH_ENV}
+        os.environ.update(SAFE_PATH_ENV)
+        try:
+            self._spawned = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            self._futures = [self._spawned.submit(analyze_rank_file, *item) for item in items]
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     def result(self) -> TraceSetFacts:
         """Every rank, analysed and compared (see :func:`analyze_trace_files`).
