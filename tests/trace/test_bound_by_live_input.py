@@ -28,7 +28,9 @@ def bound_by_live_input(findings: list[Finding], wait_pct: float, options: dict 
 
 
 def _live_input_finding(wait_pct: float) -> Finding:
-    steps = StepStats(time.time(), 400, 40, data_wait_pct=wait_pct, step_time_p50_ms=120.0, steps_per_s=8.0)
+    wait_ms = wait_pct / 100 * 125.0   # the agent's split: all of it workers producing slower than the loop
+    steps = StepStats(time.time(), 400, 40, data_wait_pct=wait_pct, step_time_p50_ms=120.0, steps_per_s=8.0,
+                      data_wait_steady_ms_per_step=wait_ms, data_wait_main_ms_per_step=0.0)
     factsets = build_factsets(10, [], None, None, None, steps, 10.0)
     return next(f for f in evaluate(load_catalog(), factsets, [Source.LIVE]).findings if f.code == "GD102")
 
@@ -60,7 +62,7 @@ def test_gpu_side_findings_gain_nothing_when_the_input_cannot_go_faster() -> Non
     16 CPUs allow, the loop still waits 32% of a 38.3 ms step, GD102 says more workers gain nothing. The
     profile window's GD403 warned at 1.10–1.15× and GD201 said 1.03–1.04×; inductor measured 0.94× and
     bf16 0.92× — the step stays at the input's pace."""
-    from gpudoctor.live.facts import loader_values
+    from gpudoctor.live.facts import input_values, loader_values
     from gpudoctor.model import FactSet, Location
 
     window = Path(__file__).resolve().parents[1] / "data" / "trace" / "h200_accelerate_cv_gd102.json.gz"
@@ -70,6 +72,9 @@ def test_gpu_side_findings_gain_nothing_when_the_input_cannot_go_faster() -> Non
            "process_cpu_pct": 100.0, "loader_workers": 14, "data_wait_pct": 32.0, "step_time_ms": 38.3,
            "step_time_p50_ms": 37.0, "steps_per_s": 26.1, "gpu_busy_ms_per_step": 22.6, "window_steps": 261}
     job.update(loader_values(job))
+    job.update(data_wait_steady_ms_per_step=0.32 * 38.3, data_wait_main_ms_per_step=0.0, loader_steady_steps=261,
+               loader_steady_step_ms=38.3, loader_steady_wait_ms=0.32 * 38.3)   # all of it steady-state production
+    job.update(input_values(job))
     live = evaluate(load_catalog(), [FactSet("job", Source.LIVE, job, Location(pid=10), timestamp=time.time())],
                     [Source.LIVE]).findings
     (gd102,) = [f for f in live if f.code == "GD102"]
