@@ -208,5 +208,20 @@ def machine_table(machine: FactSet) -> MetricTable:
     shown = ("driver_version", "driver_cuda", "gpu_count", "torch_version", "torch_cuda", "cudnn_build",
              "cudnn_runtime", "nccl_version",
              "shm_size_mib", "cuda_visible_devices", "ptrace_scope", "cap_sys_ptrace", "ptrace_permitted")
-    rows = [{"metric": name, "value": "n/a" if machine.get(name) is None else machine.get(name)} for name in shown]
+    rows = [{"metric": name, "value": _why_absent(machine, name) if machine.get(name) is None else machine.get(name)}
+            for name in shown]
     return MetricTable(title="This machine", columns=["metric", "value"], rows=rows, key="machine")
+
+
+def _why_absent(machine: FactSet, name: str) -> str:
+    """``n/a`` with the reason a reader needs: no driver, a CPU build of torch, a variable not set."""
+    if name == "cuda_visible_devices":
+        return "not set"
+    if name in ("driver_version", "driver_cuda", "gpu_count"):
+        return "n/a (no NVIDIA driver: NVML not found)"
+    if name in ("torch_version", "torch_cuda", "cudnn_build", "cudnn_runtime", "nccl_version"):
+        if machine.get("torch_version") is None:
+            return "n/a (torch is not installed in this Python)"
+        if machine.get("torch_cuda") is None:
+            return "n/a (torch is a CPU build)"
+    return "n/a"

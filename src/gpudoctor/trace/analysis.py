@@ -63,7 +63,8 @@ class TraceSetFacts(msgspec.Struct):
     corrupt: list[str]
     factsets: list[FactSet]
     run: FactSet
-    straggler: list[FactSet]
+    #: GD601's per-rank fact sets; filled by judging (``pipeline.judge_traces``), which has the options
+    straggler: list[FactSet] = msgspec.field(default_factory=list)
 
     @property
     def traces(self) -> list[RankTrace]:
@@ -247,7 +248,7 @@ def analyze_trace_files(paths: Iterable[str | Path], jobs: int | None = None) ->
 def _assemble(files: Sequence[Path], named: set[Path],
               results: Sequence[RankFacts | TraceFileError]) -> TraceSetFacts:
     """The ranks' results in file order, renumbered and deduplicated, with the notes and fact sets."""
-    from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
+    from gpudoctor.trace.facts import rank_factsets, run_factset
 
     ranks: list[RankFacts] = []
     skipped: list[str] = []
@@ -272,13 +273,12 @@ def _assemble(files: Sequence[Path], named: set[Path],
     for entry in corrupt:
         notes.append(f"corrupt rank trace left out: {entry}.")
     metrics = [r.metrics for r in ranks]
-    straggler = straggler_factsets(metrics)
     missing = _missing_ranks_note(ranks, corrupt)
     if missing:
         notes.append(missing)
     traces = [r.trace for r in ranks]
     return TraceSetFacts(ranks=ranks, notes=notes, corrupt=corrupt, factsets=rank_factsets(metrics),
-                         run=run_factset(traces, metrics), straggler=straggler)
+                         run=run_factset(traces, metrics))
 
 
 def _dedupe_ranks(ranks: list[RankFacts]) -> list[str]:
