@@ -148,6 +148,20 @@ def test_ctrl_c_in_the_dashboard_reaches_the_job_once(tmp_path: Path) -> None:
     run.assert_saved_once("SIGINT", said)
 
 
+def test_sigint_sent_to_gpudoctor_in_the_dashboard_reaches_the_job_once(tmp_path: Path) -> None:
+    """The terminal is raw in the dashboard: a SIGINT gpudoctor gets there came from ``kill``, not the
+    terminal, so the job has not had it and gets it from gpudoctor."""
+    run = Run(tmp_path, terminal=True)
+    run.job_pid()
+    deadline = time.monotonic() + 30
+    while b"quit" not in run.output and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert b"quit" in run.output, run.output[-2000:]
+    os.kill(run.proc.pid, signal.SIGINT)
+    said = run.finish()
+    run.assert_saved_once("SIGINT", said)
+
+
 def test_ctrl_c_after_leaving_the_dashboard_is_not_a_second_one(tmp_path: Path) -> None:
     """Before: after ``q``, the first Ctrl-C was taken as a second one and the job got SIGTERM 0.33 s later."""
     run = Run(tmp_path, terminal=True)

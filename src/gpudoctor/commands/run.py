@@ -314,8 +314,10 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
         try:
             session.start()
             # closes the session; the agent stays in the command. Ctrl-C there: SIGINT to the command, once
+            relay.terminal_raw = True
             run_dashboard(session, on_interrupt=relay.dashboard_interrupt)
         finally:
+            relay.terminal_raw = False
             session.close()
         return None
     try:

@@ -70,6 +70,9 @@ class Relay:
         self.shared_group = shared_group
         self.received: list[int] = []   # every stop signal gpudoctor got, in order
         self.sent: list[int] = []       # what it passed to the command itself
+        #: The dashboard has the terminal in raw mode: Ctrl-C is a key there, so a SIGINT/SIGQUIT that
+        #: arrives came from ``kill`` and is passed on (a hang-up still reaches the whole group).
+        self.terminal_raw = False
         self._previous: dict[int, Any] = {}
 
     @property
@@ -94,7 +97,8 @@ class Relay:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signum)
-        if not (self.shared_group and signum in TERMINAL_SENT):
+        terminal_sent = {signal.SIGHUP} if self.terminal_raw else TERMINAL_SENT
+        if not (self.shared_group and signum in terminal_sent):
             self.send(signum)
         if len(self.received) == 1:
             raise Stopped(signum)
