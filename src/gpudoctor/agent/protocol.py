@@ -25,6 +25,11 @@ from typing import Any, TypeVar
 #: Bumped when a reply changes incompatibly; new optional fields do not bump it.
 PROTOCOL_VERSION = 2
 
+#: Bounds of the request numbers (the agent refuses a value outside them, NaN and infinities included).
+STATS_WINDOW_S = (0.5, 3600.0)
+PROFILE_STEPS = (1, 100)
+PROFILE_TIMEOUT_S = (1.0, 3600.0)
+
 log = logging.getLogger("gpudoctor.agent.protocol")
 _reported_unknown: set[tuple[str, str]] = set()
 
