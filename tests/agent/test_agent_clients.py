@@ -143,3 +143,19 @@ def _connect(path: Path) -> socket.socket:
     sock.settimeout(2.0)
     sock.connect(str(path))
     return sock
+
+
+def test_a_measurement_that_is_not_a_step_stats_field_is_an_error_not_a_silent_drop() -> None:
+    from gpudoctor.agent import runtime
+
+    directory = Path(tempfile.mkdtemp(prefix="gd-stats-", dir="/tmp"))
+    agent = runtime.Agent("import", directory)
+    try:
+        values = agent._stats_values(10.0)
+        assert agent.stats(10.0).stats.steps_total == 0        # every key the agent measures is a field
+        agent._stats_values = lambda window_s: {**values, "brand_new_metric": 1.0}  # type: ignore[method-assign]
+        with pytest.raises(TypeError, match="brand_new_metric"):
+            agent.stats(10.0)
+    finally:
+        agent.server.close_in_child()
+        directory.rmdir()

@@ -81,7 +81,6 @@ class AgentClient:
         self._sock: socket.socket | None = sock
         self._file = sock.makefile("rb")
         self._lock = threading.Lock()
-        self.last_stats_reply: dict[str, Any] = {}
 
     @classmethod
     def connect(cls, pid: int, socket_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> AgentClient:
@@ -153,7 +152,6 @@ class AgentClient:
 
     def stats(self, window_s: float = 10.0) -> StepStats:
         reply = self.request({"op": "stats", "window_s": _bounded(window_s, STATS_WINDOW_S, 10.0)})
-        self.last_stats_reply = reply
         self.last_stats = from_wire(StatsReply, reply)
         return self.last_stats.stats
 

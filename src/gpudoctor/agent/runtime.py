@@ -52,7 +52,7 @@ MAX_CLIENT_TOKEN = 64
 MAX_CLIENTS = 64
 
 _EXPLICIT = StepSource.EXPLICIT      # Enum attribute lookups cost ~0.5 µs; the step path uses these
-_STEP_FIELDS = frozenset(f.name for f in dataclasses.fields(StepStats))
+_EXTRA_FIELDS = frozenset(f.name for f in dataclasses.fields(StatsReply)) - {"stats"}
 _lock = threading.Lock()
 _agent: Agent | None = None
 _detaching: Agent | None = None      # detached while a profile window records: ends on the next step
@@ -214,11 +214,12 @@ class Agent:
     def stats(self, window_s: float) -> StatsReply:
         """The ``stats`` reply: step statistics over the last ``window_s`` seconds."""
         values = self._stats_values(window_s)
-        extra = {k: values.pop(k) for k in ("recent_step_times_ms", "collective_timing", "collective_wait_ms_per_step",
-                                             "collective_wait_p50_ms", "collective_wait_steps") if k in values}
+        extra = {k: values.pop(k) for k in _EXTRA_FIELDS if k in values}
         extra["recent_step_times_ms"] = tuple(extra.get("recent_step_times_ms", ()))
         values["graph_break_reasons"] = tuple(tuple(r) for r in values.get("graph_break_reasons", ()))
-        return StatsReply(stats=StepStats(**{k: v for k, v in values.items() if k in _STEP_FIELDS}), **extra)
+        # Built directly: a measurement that is not a StepStats field is a TypeError (an error reply
+        # and a failing test), never dropped in silence.
+        return StatsReply(stats=StepStats(**values), **extra)
 
     def _stats_values(self, window_s: float) -> dict[str, Any]:
         now = time.perf_counter()
