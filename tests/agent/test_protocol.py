@@ -109,7 +109,8 @@ def test_the_registrys_agent_rows_are_the_protocols_agent_facts() -> None:
     assert facts - rows == set(), "StepStats fields with no `agent` row in catalog/registry.py (add one, or mark "\
         "the field fact=False)"
     assert rows - facts == set(), "registry `agent` rows that no StepStats field produces"
-    stats = StepStats(timestamp=1.0, steps_total=3, window_steps=2, loader_workers=4)
+    stats = StepStats(timestamp=1.0, steps_total=3, window_steps=2, loader_workers=4, loader_batch_mib=1.0,
+                      loader_prefetch_factor=2)
     from gpudoctor.live.facts import step_values
     values = step_values(stats)
     assert facts <= set(values) and values["loader_workers"] == 4 and values["step_source"] == "none"
