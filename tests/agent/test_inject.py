@@ -59,7 +59,7 @@ def test_inject_stats_profile_detach(target_factory: type[Target]) -> None:
     rate_before = target.rate(2.0)
     client = _inject(target)
     stats = _wait_stats(client)
-    assert client.last_stats_reply["step_source"] == "optimizer"
+    assert client.last_stats is not None and client.last_stats.stats.step_source == "optimizer"
     assert stats.steps_total >= 10 and stats.step_time_p50_ms is not None
     # the loop's own tick rate and the agent's step rate agree within 25 %
     assert stats.steps_per_s == pytest.approx(rate_before, rel=0.3)

@@ -98,3 +98,19 @@ def test_no_import_cycle_agent_never_imports_live() -> None:
     assert not [m for m in loaded if m.startswith("gpudoctor.live")], loaded
     for path in AGENT_DIR.glob("*.py"):
         assert "gpudoctor.live" not in path.read_text().replace("``gpudoctor.live", ""), path.name
+
+
+def test_the_registrys_agent_rows_are_the_protocols_agent_facts() -> None:
+    from gpudoctor.catalog.registry import REGISTRY
+    from gpudoctor.model import Source
+
+    rows = {spec.name for spec in REGISTRY if spec.producer == "agent" and spec.source is Source.LIVE}
+    facts = set(protocol.AGENT_FACTS)
+    assert facts - rows == set(), "StepStats fields with no `agent` row in catalog/registry.py (add one, or mark "\
+        "the field fact=False)"
+    assert rows - facts == set(), "registry `agent` rows that no StepStats field produces"
+    stats = StepStats(timestamp=1.0, steps_total=3, window_steps=2, loader_workers=4, loader_batch_mib=1.0,
+                      loader_prefetch_factor=2)
+    from gpudoctor.live.facts import step_values
+    values = step_values(stats)
+    assert facts <= set(values) and values["loader_workers"] == 4 and values["step_source"] == "none"

@@ -9,13 +9,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agent_helpers import GPUDOCTOR, LOOP, REPO, Target
 
 from gpudoctor.agent.client import find_agent
 from gpudoctor.agent.paths import find_socket
+from gpudoctor.agent.protocol import HelloReply, StatsReply, from_wire
 from gpudoctor.commands.run import BOOTSTRAP_DIR, agent_env
 from gpudoctor.exitcodes import ExitCode
 from gpudoctor.live.samples import StepStats
@@ -28,17 +28,17 @@ def _gd(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
                           cwd=str(REPO), stdin=subprocess.DEVNULL)
 
 
-def _stats_when(pid: int, predicate: Callable[[StepStats, dict[str, Any]], bool],
-                timeout_s: float = 60.0) -> tuple[StepStats, dict[str, Any]]:
+def _stats_when(pid: int, predicate: Callable[[StepStats, StatsReply | None], bool],
+                timeout_s: float = 60.0) -> tuple[StepStats, StatsReply | None]:
     deadline = time.monotonic() + timeout_s
     client = None
     while time.monotonic() < deadline:
         client = client or find_agent(pid)
         if client is not None:
             stats = client.stats()
-            if predicate(stats, client.last_stats_reply):
+            if predicate(stats, client.last_stats):
                 client.close()
-                return stats, client.last_stats_reply
+                return stats, client.last_stats
         time.sleep(0.2)
     raise AssertionError(f"condition not met in {timeout_s} s (agent found: {client is not None})")
 
@@ -91,7 +91,7 @@ def test_run_compile_graph_break_reason_carries_user_file_line() -> None:
         assert stats.graph_breaks and stats.graph_breaks >= 1
         assert stats.unique_graphs and stats.unique_graphs >= 1
         assert stats.recompiles is not None
-        assert reply["step_source"] == "optimizer"
+        assert reply is not None and reply.stats.step_source == "optimizer"
         assert find_agent(target.pid) is not None
     finally:
         target.stop()
@@ -104,7 +104,7 @@ def test_explicit_install_agent_step_and_autocast() -> None:
     try:
         assert target.ready.wait(90), target.stderr
         stats, reply = _stats_when(target.pid, lambda s, r: s.steps_total > 60 and s.autocast_enabled is not None)
-        assert reply["step_source"] == "explicit"
+        assert reply is not None and reply.stats.step_source == "explicit"
         assert stats.autocast_enabled is True and stats.autocast_dtype == "bfloat16"
         assert stats.step_time_p50_ms and stats.step_time_p50_ms >= 2.0   # the loop sleeps 2 ms per step
     finally:
@@ -166,7 +166,7 @@ def test_run_under_torchrun_reaches_every_rank_but_not_the_launcher() -> None:
             for p in (p for p in tree if p.pid not in ranks.values()):
                 client = find_agent(p.pid, timeout_s=0.5)
                 if client is not None:
-                    ranks[client.info["rank"]] = p.pid
+                    ranks[client.hello.rank] = p.pid
                     client.close()
             time.sleep(0.3)
         assert sorted(ranks) == [0, 1], ranks
@@ -216,6 +216,7 @@ def test_ctrl_c_during_a_pass_over_the_tree_keeps_the_agent_seen_before(monkeypa
 
     class FakeClient:
         info = {"rank": None, "torch": False, "step_source": "none"}
+        hello = from_wire(HelloReply, info)
 
         def close(self) -> None:
             pass

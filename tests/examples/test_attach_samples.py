@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from gpudoctor.agent.protocol import StatsReply, StepStats
 from gpudoctor.catalog.catalog import load_catalog
 from gpudoctor.live.report import build_report
 from gpudoctor.live.samples import AgentState
@@ -84,7 +85,7 @@ class _FakeLink:
     """Stands in for AgentLink: the raw stats reply and the profile label the session reads."""
 
     def __init__(self) -> None:
-        self.last_stats_reply: dict[str, Any] | None = None
+        self.last_stats: StatsReply | None = None
         self.label: str | None = None
         self.steps = None
 
@@ -101,7 +102,8 @@ def test_samples_are_deduplicated_by_steps_total_and_profile_steps_left_out() ->
     session._agent = link  # type: ignore[assignment]
 
     def poll(total: int, recent: list[float], label: str | None = None) -> None:
-        link.last_stats_reply = {"steps_total": total, "recent_step_times_ms": recent}
+        link.last_stats = StatsReply(StepStats(timestamp=float(total), steps_total=total, window_steps=len(recent)),
+                                     recent_step_times_ms=tuple(recent))
         link.label = label
         session._keep_step_samples()
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from agent_wire import WireOutcome, run_all
 from corpus_runner import REPO, Outcome, load_cases, run_case
 
 OUTPUT = REPO / "docs" / "bad-inputs.md"
@@ -66,21 +67,54 @@ def render(outcomes: list[Outcome]) -> str:
     return "\n".join(lines) + "\n"
 
 
+AGENT_HEADER = """
+## agent socket
+
+Bytes a client sends to a live agent's socket (`tests/fuzz/corpus/agent/wire.toml`, run by
+`tests/fuzz/agent_wire.py` against one agent; `tests/fuzz/test_agent_wire.py` asserts the same runs).
+*error-closed*: an error reply, then the agent closes that connection; *error*: an error reply, the
+connection stays; *closed*: the connection is closed without a reply; *served*: a new client is served
+while the case holds connections open. After every case a new client was served by the same agent.
+"""
+
+
+def render_agent(outcomes: list[WireOutcome]) -> str:
+    lines = [AGENT_HEADER, "| input | agent's answer | reply | agent serves the next client |", "| --- | --- | --- | --- |"]
+    for o in outcomes:
+        got = o.got if o.got == o.case.expect else f"{o.got} (expected {o.case.expect})"
+        lines.append(f"| {_shown(o.case.what)} | {got} | {_shown(o.reply)} | {'yes' if o.served_after else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="only report cases whose exit code changed")
+    parser.add_argument("--agent-only", action="store_true",
+                        help="rerun only the agent socket cases and rewrite only their section")
     args = parser.parse_args()
+    if args.agent_only:
+        wire = run_all()
+        text = OUTPUT.read_text(encoding="utf-8")
+        head = text.split(AGENT_HEADER.strip().splitlines()[0], 1)[0].rstrip("\n") + "\n"
+        OUTPUT.write_text(head + render_agent(wire), encoding="utf-8")
+        return 1 if any(not o.ok for o in wire) else 0
     cases = load_cases()
     with ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2))) as pool:
         outcomes = list(pool.map(run_case, cases))
+    wire = run_all()
     wrong = [o for o in outcomes if o.code != o.case.exit]
     for outcome in wrong:
         print(f"{outcome.case.id}: exit {outcome.code}, expected {outcome.case.exit}: {outcome.message}",
               file=sys.stderr)
+    wire_wrong = [o for o in wire if not o.ok]
+    for w in wire_wrong:
+        print(f"agent/{w.case.name}: {w.got}, expected {w.case.expect}; next client served: {w.served_after}",
+              file=sys.stderr)
     if not args.check:
-        OUTPUT.write_text(render(outcomes), encoding="utf-8")
-        print(f"wrote {OUTPUT.relative_to(REPO)}: {len(outcomes)} cases, {len(wrong)} with another exit code")
-    return 1 if wrong else 0
+        OUTPUT.write_text(render(outcomes) + render_agent(wire), encoding="utf-8")
+        print(f"wrote {OUTPUT.relative_to(REPO)}: {len(outcomes)} cases, {len(wrong)} with another exit code; "
+              f"{len(wire)} agent cases, {len(wire_wrong)} not as expected")
+    return 1 if wrong or wire_wrong else 0
 
 
 if __name__ == "__main__":

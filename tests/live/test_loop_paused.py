@@ -13,7 +13,7 @@ import time
 
 from live_helpers import step_stats
 
-from gpudoctor.agent.protocol import StepStats
+from gpudoctor.agent.protocol import StatsReply, StepStats
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
 from gpudoctor.live.facts import build_factsets, steps_in_window
@@ -77,11 +77,15 @@ def test_steps_in_window_counts_from_the_last_poll_before_the_window() -> None:
     assert steps_in_window(polls, now=125.0, window_s=10.0) is None  # no poll since 110 s: the agent went quiet
 
 
+def _reply(at: float, total: int) -> StatsReply:
+    return StatsReply(StepStats(timestamp=at, steps_total=total, window_steps=1), recent_step_times_ms=(25.0,))
+
+
 class _Link:
     """Stands in for AgentLink: the raw stats reply the session keeps polls from."""
 
     def __init__(self) -> None:
-        self.last_stats_reply: dict[str, object] | None = None
+        self.last_stats: StatsReply | None = None
         self.steps = None
 
     def state(self) -> AgentState:
@@ -97,7 +101,7 @@ def test_the_session_counts_steps_per_window_from_fresh_replies_only() -> None:
     session._agent = link  # type: ignore[assignment]
     now = time.time()
     for at, total in [(now - 12, 100), (now - 8, 140), (now - 4, 180), (now - 1, 220)]:
-        link.last_stats_reply = {"timestamp": at, "steps_total": total, "recent_step_times_ms": [25.0]}
+        link.last_stats = _reply(at, total)
         session._keep_step_samples()
     assert steps_in_window(session._step_totals, now, 10.0) == 120
     for _ in range(5):  # the agent stopped answering: the link keeps its last reply, polled again
@@ -129,7 +133,7 @@ def test_the_session_marks_windows_up_to_one_window_after_its_profile_window_end
     session = LiveSession(os.getpid(), CATALOG, agent="off", use_stacks=False, window_s=2.0)
     link = _ProfilingLink()
     session._agent = link  # type: ignore[assignment]
-    link.last_stats_reply = {"timestamp": time.time(), "steps_total": 10, "recent_step_times_ms": [25.0]}
+    link.last_stats = _reply(time.time(), 10)
     assert session._profile_busy_at is None
     link.profile_state = ProfileState.RECORDING
     session._keep_step_samples()

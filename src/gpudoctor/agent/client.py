@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import socket
 import stat
 import threading
@@ -35,7 +36,10 @@ import msgspec
 
 from gpudoctor.agent.paths import find_socket, process_uid
 from gpudoctor.agent.protocol import (
+    PROFILE_STEPS,
+    PROFILE_TIMEOUT_S,
     PROTOCOL_VERSION,
+    STATS_WINDOW_S,
     HelloReply,
     ProfileReply,
     StatsReply,
@@ -52,6 +56,9 @@ MAX_REPLY_BYTES = 1 << 20
 MAX_TEXT = 4096
 MAX_ITEMS = 1024
 MAX_NUMBER = 1e15
+#: Requests sent again, once, on a fresh connection when the agent closed the old one (it evicts the
+#: connection idle longest when full; it answers something it cannot decode by closing).
+IDEMPOTENT_OPS = frozenset({"hello", "stats", "profile_status", "detach", "unload"})
 #: The profile window's reply (older name).
 ProfileStatus = ProfileReply
 
@@ -120,33 +127,41 @@ def checked_reply(cls: type, reply: dict[str, Any], pid: int) -> dict[str, Any]:
     return reply
 
 
-class AgentClient:
-    """One connection to one agent. Thread-safe: one request at a time."""
 
-    def __init__(self, pid: int, socket_path: Path, sock: socket.socket, info: dict[str, Any]) -> None:
+def _bounded(value: float, bounds: tuple[float, float], default: float) -> float:
+    """``value`` clamped into the agent's bounds (it refuses values outside them); NaN is ``default``."""
+    value = float(value)
+    return default if math.isnan(value) else min(max(value, bounds[0]), bounds[1])
+
+
+class AgentClient:
+    """One connection to one agent. Thread-safe: one request at a time.
+
+    The client names itself to the agent with a random token (``hello``'s ``client``): the agent
+    unloads only when its last client detaches. When the agent closes the connection, the client
+    re-connects once and sends an idempotent request again.
+    """
+
+    def __init__(self, pid: int, socket_path: Path, sock: socket.socket, info: dict[str, Any],
+                 token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.pid = pid
         self.uid = process_uid(pid)                   # the target's user: who must own its files
         self.socket_path = socket_path
+        self.token = token or secrets.token_hex(8)
+        self.timeout_s = timeout_s
         self.info = info                              # the hello reply as sent (see ``hello``)
         self.hello = from_wire(HelloReply, info) if info else HelloReply()
         self.last_stats: StatsReply | None = None
+        self.reconnects = 0
         self._sock: socket.socket | None = sock
         self._file = sock.makefile("rb")
         self._lock = threading.Lock()
-        self.last_stats_reply: dict[str, Any] = {}
 
     @classmethod
     def connect(cls, pid: int, socket_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> AgentClient:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout_s)
+        client = cls(pid, socket_path, _open(socket_path, timeout_s), {}, timeout_s=timeout_s)
         try:
-            sock.connect(str(socket_path))
-        except OSError:
-            sock.close()
-            raise
-        client = cls(pid, socket_path, sock, {})
-        try:
-            client.info = checked_reply(HelloReply, client.request({"op": "hello"}), pid)
+            client.info = checked_reply(HelloReply, client.request({"op": "hello", "client": client.token}), pid)
             client.hello = from_wire(HelloReply, client.info)
         except AgentError:
             client.close()
@@ -159,21 +174,15 @@ class AgentClient:
     def request(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Send one request and return the reply; raises AgentError/AgentLost."""
         with self._lock:
-            if self._sock is None:
-                raise AgentLost(f"the connection to the agent in process {self.pid} is closed.")
             try:
-                self._sock.sendall(json.dumps(payload).encode() + b"\n")
-                line = self._file.readline(MAX_REPLY_BYTES + 1)
-            except (OSError, ValueError) as exc:
-                self._close_locked()
-                raise AgentLost(f"the agent in process {self.pid} stopped answering ({exc}).") from None
-            if not line:
-                self._close_locked()
-                raise AgentLost(f"the agent in process {self.pid} is gone (the process exited or detached).")
-            if len(line) > MAX_REPLY_BYTES:
-                self._close_locked()
-                raise AgentError(f"the agent in process {self.pid} sent a reply over {MAX_REPLY_BYTES >> 20} MiB; "
-                                 "the connection is closed.")
+                line = self._exchange_locked(payload)
+            except AgentLost:
+                if not self._reconnect_locked():
+                    raise
+                if payload.get("op") not in IDEMPOTENT_OPS:
+                    raise AgentLost(f"the connection to the agent in process {self.pid} was lost during "
+                                    f"{str(payload.get('op'))!r}; it is re-connected, ask again.") from None
+                line = self._exchange_locked(payload)
         try:
             reply = json.loads(line)
         except (ValueError, RecursionError):
@@ -185,13 +194,51 @@ class AgentClient:
             raise AgentError(error[:300] if isinstance(error, str) and error else "the agent refused the request.")
         return dict(reply)
 
+    def _exchange_locked(self, payload: dict[str, Any]) -> bytes:
+        if self._sock is None:
+            raise AgentLost(f"the connection to the agent in process {self.pid} is closed.")
+        try:
+            self._sock.sendall(json.dumps(payload).encode() + b"\n")
+            line = self._file.readline(MAX_REPLY_BYTES + 1)
+        except (OSError, ValueError) as exc:
+            self._close_locked()
+            raise AgentLost(f"the agent in process {self.pid} stopped answering ({exc}).") from None
+        if not line:
+            self._close_locked()
+            raise AgentLost(f"the agent in process {self.pid} is gone (the process exited or detached).")
+        if len(line) > MAX_REPLY_BYTES:
+            self._close_locked()
+            raise AgentError(f"the agent in process {self.pid} sent a reply over {MAX_REPLY_BYTES >> 20} MiB; "
+                             "the connection is closed.")
+        return line
+
+    def _reconnect_locked(self) -> bool:
+        """One new connection to the same socket, introduced with the same token; False if none."""
+        if self._detached:
+            return False
+        try:
+            sock = _open(self.socket_path, self.timeout_s)
+        except OSError:
+            return False
+        self._sock, self._file = sock, sock.makefile("rb")
+        try:
+            self._exchange_locked({"op": "hello", "client": self.token})
+        except (AgentLost, AgentError):
+            return False
+        self.reconnects += 1
+        return True
+
+    _detached = False
+
     def stats(self, window_s: float = 10.0) -> StepStats:
-        reply = checked_reply(StatsReply, self.request({"op": "stats", "window_s": window_s}), self.pid)
+        reply = checked_reply(StatsReply, self.request({"op": "stats", "window_s": _bounded(window_s, STATS_WINDOW_S, 10.0)}), self.pid)
         self.last_stats_reply = reply
         self.last_stats = from_wire(StatsReply, reply)
         return self.last_stats.stats
 
     def profile(self, steps: int = 3, timeout_s: float = 120.0) -> ProfileReply:
+        steps = int(_bounded(steps, PROFILE_STEPS, 3))
+        timeout_s = _bounded(timeout_s, PROFILE_TIMEOUT_S, 120.0)
         return self._profile_reply(self.request({"op": "profile", "steps": steps, "timeout_s": timeout_s}))
 
     def profile_status(self) -> ProfileReply:
@@ -233,11 +280,21 @@ class AgentClient:
             status = self.profile_status()
         return status
 
-    def detach(self) -> None:
-        """Ask the agent to remove its hooks, thread and socket; then close this connection."""
+    def detach(self) -> bool:
+        """Tell the agent this client is done, then close this connection. The agent removes its
+        hooks, thread and socket only when no other client is attached; True when it did."""
         try:
-            self.request({"op": "detach"})
+            return bool(self.request({"op": "detach"}).get("unloaded"))
         finally:
+            self._detached = True
+            self.close()
+
+    def unload(self) -> None:
+        """Ask the agent to remove its hooks, thread and socket now, whoever else is attached."""
+        try:
+            self.request({"op": "unload"})
+        finally:
+            self._detached = True
             self.close()
 
     def close(self) -> None:
@@ -257,6 +314,17 @@ class AgentClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _open(socket_path: Path, timeout_s: float) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect(str(socket_path))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def socket_path_for(pid: int) -> Path | None:

@@ -12,6 +12,7 @@ each marked ``ProfilerStep#k`` in the trace, as torch.profiler's own schedule do
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -19,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.agent.protocol import ProfileReply, ProfileState, WindowKind
+from gpudoctor.agent.protocol import PROFILE_STEPS, ProfileReply, ProfileState, WindowKind
 
-MAX_STEPS = 100
+MAX_STEPS = PROFILE_STEPS[1]
 #: An armed window that sees no step boundary for this long (or 3 typical steps, at most
 #: NO_STEP_FALLBACK_MAX_S) records a time window of TIME_WINDOW_S instead.
 NO_STEP_FALLBACK_S = 3.0
@@ -177,6 +178,8 @@ class ProfileWindow:
 
     def request(self, steps: int, timeout_s: float) -> str | None:
         """Arm a window of ``steps`` steps; returns a one-sentence refusal, or None when armed."""
+        if not (1 <= steps <= MAX_STEPS) or not (math.isfinite(timeout_s) and timeout_s > 0):
+            return f"a profile window takes 1 to {MAX_STEPS} steps and a finite time limit."
         if "torch.profiler" not in sys.modules and "torch" not in sys.modules:
             return "torch is not loaded in the target (yet); nothing to profile."
         with self._lock:

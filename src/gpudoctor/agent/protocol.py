@@ -25,6 +25,11 @@ from typing import Any, TypeVar
 #: Bumped when a reply changes incompatibly; new optional fields do not bump it.
 PROTOCOL_VERSION = 2
 
+#: Bounds of the request numbers (the agent refuses a value outside them, NaN and infinities included).
+STATS_WINDOW_S = (0.5, 3600.0)
+PROFILE_STEPS = (1, 100)
+PROFILE_TIMEOUT_S = (1.0, 3600.0)
+
 log = logging.getLogger("gpudoctor.agent.protocol")
 _reported_unknown: set[tuple[str, str]] = set()
 
@@ -90,8 +95,8 @@ class WindowKind(_Text):
     TIME = "time"
 
 
-def _doc(text: str, unit: str = "") -> Any:
-    return field(default=None, metadata={"doc": text, "unit": unit})
+def _doc(text: str, unit: str = "", fact: bool = True) -> Any:
+    return field(default=None, metadata={"doc": text, "unit": unit, "fact": fact})
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,7 @@ class HelloReply:
 class StepStats:
     """What the in-process agent measured over its last window of steps (the live ``steps`` sample)."""
 
-    timestamp: float = field(metadata={"doc": "when the reply was made", "unit": "unix s"})
+    timestamp: float = field(metadata={"doc": "when the reply was made", "unit": "unix s", "fact": False})
     steps_total: int = field(metadata={"doc": "step boundaries seen since the agent started"})
     window_steps: int = field(metadata={"doc": "steps in the window the numbers below describe"})
     step_time_p50_ms: float | None = _doc("median step time", "ms")
@@ -126,7 +131,7 @@ class StepStats:
                                          "steps). Pageable copies block the host for the copy", "ms")
     graph_breaks: int | None = _doc("torch.compile graph breaks")
     graph_break_reasons: tuple[tuple[str, int], ...] = field(
-        default=(), metadata={"doc": "[reason with user file:line, count] pairs, most frequent first"})
+        default=(), metadata={"doc": "[reason with user file:line, count] pairs, most frequent first", "fact": False})
     recompiles: int | None = _doc("torch.compile recompilations")
     recompiles_in_window: int | None = _doc("recompilations inside the stats window (a warm-up recompile, e.g. the "
                                             "first switch to eval mode, falls out of it)")
@@ -149,7 +154,7 @@ class StepStats:
     host_sync_ms_per_step: float | None = _doc("host time per step blocked in those calls (sampled steps)", "ms")
     h2d_mib_per_step: float | None = _doc("host-to-device bytes copied per step (sampled steps)", "MiB")
     h2d_pinned_pct: float | None = _doc("share of those bytes copied from pinned memory", "%")
-    sync_sampled_steps: int | None = _doc("sampled steps behind the sync and copy counts")
+    sync_sampled_steps: int | None = _doc("sampled steps behind the sync and copy counts", fact=False)
     loader_batch_mib: float | None = _doc("one batch as the DataLoader returns it (every 64th batch)", "MiB")
     loader_workers: int | None = _doc("DataLoader workers")
     loader_prefetch_factor: int | None = _doc("batches each worker keeps ready")
@@ -177,7 +182,7 @@ class StepStats:
                                              "ms")
     unaligned_weight_shapes: tuple[str, ...] | None = _doc(
         "shapes (e.g. 50257x768) of the step optimizer's 2-D weights with a dimension >= 1000 that is not a "
-        "multiple of 8 (read at the first optimizer step; at most 8)")
+        "multiple of 8 (read at the first optimizer step; at most 8)", fact=False)
     step_source: StepSource = field(default=StepSource.NONE, metadata={"doc": "what marks a step (StepSource)"})
 
 
@@ -217,6 +222,11 @@ class ProfileReply:
             return f"recording {self.steps_done}/{self.steps_requested}"
         return str(self.status)
 
+
+#: The agent's live facts: every StepStats field not marked ``fact: False`` is a rule fact of the same
+#: name (live.facts passes them on; the fact registry's ``agent`` rows must be exactly these, a test
+#: checks). A new agent metric is one field here, its hook, its registry row and its rule.
+AGENT_FACTS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StepStats) if f.metadata.get("fact", True))
 
 #: Every reply type, for the PROTOCOL.md tables.
 REPLIES: tuple[type, ...] = (HelloReply, StatsReply, StepStats, ProfileReply)

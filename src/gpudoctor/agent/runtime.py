@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import math
 import os
 import sys
 import threading
@@ -22,9 +23,12 @@ from typing import Any
 from gpudoctor.agent import hooks
 from gpudoctor.agent.collectives import CollectiveTimer
 from gpudoctor.agent.paths import ensure_private_dir, socket_name
-from gpudoctor.agent.profiling import MAX_STEPS, ProfileWindow
+from gpudoctor.agent.profiling import ProfileWindow
 from gpudoctor.agent.protocol import (
+    PROFILE_STEPS,
+    PROFILE_TIMEOUT_S,
     PROTOCOL_VERSION,
+    STATS_WINDOW_S,
     HelloReply,
     ProfileState,
     StatsReply,
@@ -32,7 +36,7 @@ from gpudoctor.agent.protocol import (
     StepStats,
     to_wire,
 )
-from gpudoctor.agent.server import AgentServer
+from gpudoctor.agent.server import AgentServer, Peer
 from gpudoctor.agent.syncs import SyncCounter
 
 STEP_HISTORY = 1024
@@ -40,9 +44,15 @@ MEM_HISTORY = 256
 SAMPLE_EVERY_STEPS = 20
 AUTOCAST_SAMPLE_EVERY_STEPS = 50
 FAST_TICK_S = 0.005
+#: A named client whose connection the agent closed (evicted at the connection cap, timed out) still
+#: counts for this long after its last request: it re-connects. One that closed its connection itself
+#: no longer counts.
+CLIENT_LEASE_S = 120.0
+MAX_CLIENT_TOKEN = 64
+MAX_CLIENTS = 64
 
 _EXPLICIT = StepSource.EXPLICIT      # Enum attribute lookups cost ~0.5 µs; the step path uses these
-_STEP_FIELDS = frozenset(f.name for f in dataclasses.fields(StepStats))
+_EXTRA_FIELDS = frozenset(f.name for f in dataclasses.fields(StatsReply)) - {"stats"}
 _lock = threading.Lock()
 _agent: Agent | None = None
 _detaching: Agent | None = None      # detached while a profile window records: ends on the next step
@@ -81,7 +91,8 @@ class Agent:
         self.collectives = CollectiveTimer()
         self.syncs = SyncCounter()
         self.torch_hooks = hooks.TorchHooks(self)
-        self.server = AgentServer(directory / socket_name(self.pid), self.handle, self.tick)
+        self.clients: dict[str, float] = {}   # client token -> when it last sent a request (monotonic)
+        self.server = AgentServer(directory / socket_name(self.pid), self.handle, self.tick, self.on_close)
 
     # -- training thread (hot path) ----------------------------------------------------------
 
@@ -132,16 +143,32 @@ class Agent:
         self.profile.tick(self._typical_step_s())
         return FAST_TICK_S if self.torch_hooks.waiting_for_torch() else None
 
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
+        try:
+            return self._handle(request, peer)
+        except BadRequest as exc:
+            return {"ok": False, "error": str(exc)}
+
+    def _handle(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         op = request.get("op")
+        if op == "hello":
+            token = request.get("client")
+            if token is not None:
+                if not isinstance(token, str) or not token or len(token) > MAX_CLIENT_TOKEN:
+                    raise BadRequest(f"client must be a string of 1 to {MAX_CLIENT_TOKEN} characters.")
+                peer.client, peer.named = token, True
+        if peer.named:  # a client without a token counts only while its connection is open
+            self.clients[peer.client] = time.monotonic()
+            if len(self.clients) > MAX_CLIENTS:  # bounded, whatever tokens a client makes up
+                del self.clients[min(self.clients, key=self.clients.__getitem__)]
         if op == "hello":
             return to_wire(self.hello())
         if op == "stats":
-            window_s = _number(request.get("window_s"), 10.0, 0.5, 3600.0)
+            window_s = _number(request, "window_s", 10.0, *STATS_WINDOW_S)
             return to_wire(self.stats(window_s))
         if op == "profile":
-            steps = int(_number(request.get("steps"), 3, 1, MAX_STEPS))
-            timeout_s = _number(request.get("timeout_s"), 120.0, 1.0, 3600.0)
+            steps = int(_number(request, "steps", 3, *PROFILE_STEPS, integer=True))
+            timeout_s = _number(request, "timeout_s", 120.0, *PROFILE_TIMEOUT_S)
             refusal = self.profile.request(steps, timeout_s)
             if refusal:
                 return {**to_wire(self.profile.snapshot()), "ok": False, "error": refusal}
@@ -149,9 +176,30 @@ class Agent:
         if op == "profile_status":
             return to_wire(self.profile.snapshot())
         if op == "detach":
+            others = self.release(peer.client, peer)
+            if not others:
+                threading.Thread(target=detach, name="gpudoctor-agent-detach", daemon=True).start()
+            return {"ok": True, "unloaded": not others, "clients": len(others)}
+        if op == "unload":
             threading.Thread(target=detach, name="gpudoctor-agent-detach", daemon=True).start()
-            return {"ok": True}
-        return {"ok": False, "error": f"unknown request {str(op)[:40]!r}."}
+            return {"ok": True, "unloaded": True, "clients": 0}
+        raise BadRequest(f"unknown request {str(op)[:40]!r}.")
+
+    def on_close(self, peer: Peer, evicted: bool) -> None:
+        """A connection closed: a client that closed its own is gone (unless connected again)."""
+        if not evicted and not any(p.client == peer.client for p in self.server.peers()):
+            self.clients.pop(peer.client, None)
+
+    def release(self, client: str, peer: Peer | None = None) -> set[str]:
+        """Forget ``client``; the other clients that still keep the agent loaded: those with a
+        connection open, and those that sent a request within ``CLIENT_LEASE_S``."""
+        self.clients.pop(client, None)
+        now = time.monotonic()
+        connected = {p.client for p in self.server.peers() if p is not peer}
+        for token, seen in list(self.clients.items()):
+            if token not in connected and now - seen > CLIENT_LEASE_S:
+                del self.clients[token]
+        return (set(self.clients) | connected) - {client}
 
     def hello(self) -> HelloReply:
         torch = sys.modules.get("torch")
@@ -170,11 +218,12 @@ class Agent:
     def stats(self, window_s: float) -> StatsReply:
         """The ``stats`` reply: step statistics over the last ``window_s`` seconds."""
         values = self._stats_values(window_s)
-        extra = {k: values.pop(k) for k in ("recent_step_times_ms", "collective_timing", "collective_wait_ms_per_step",
-                                             "collective_wait_p50_ms", "collective_wait_steps") if k in values}
+        extra = {k: values.pop(k) for k in _EXTRA_FIELDS if k in values}
         extra["recent_step_times_ms"] = tuple(extra.get("recent_step_times_ms", ()))
         values["graph_break_reasons"] = tuple(tuple(r) for r in values.get("graph_break_reasons", ()))
-        return StatsReply(stats=StepStats(**{k: v for k, v in values.items() if k in _STEP_FIELDS}), **extra)
+        # Built directly: a measurement that is not a StepStats field is a TypeError (an error reply
+        # and a failing test), never dropped in silence.
+        return StatsReply(stats=StepStats(**values), **extra)
 
     def _stats_values(self, window_s: float) -> dict[str, Any]:
         now = time.perf_counter()
@@ -240,10 +289,22 @@ class Agent:
         return [(self.mem_step[i], self.mem_bytes[i]) for i in ((n - count + k) % MEM_HISTORY for k in range(count))]
 
 
-def _number(value: Any, default: float, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return default
-    return float(min(max(value, low), high))
+class BadRequest(ValueError):
+    """A request the agent refuses (one sentence, sent back as the error)."""
+
+
+def _number(request: dict[str, Any], name: str, default: float, low: float, high: float,
+            integer: bool = False) -> float:
+    """``request[name]`` as a finite number in [low, high] (``default`` when absent); else BadRequest."""
+    if name not in request:
+        return float(default)
+    value = request[name]
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise BadRequest(f"{name} must be {kind} from {low:g} to {high:g}.")
+    if not math.isfinite(value) or not low <= value <= high:
+        raise BadRequest(f"{name} must be {kind} from {low:g} to {high:g}, not {str(value)[:20]}.")
+    return float(value)
 
 
 def _dist_value(getter: str, env_name: str) -> int | None:

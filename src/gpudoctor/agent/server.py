@@ -2,28 +2,66 @@
 
 Runs inside the training process, so it imports only the standard library. It never executes
 anything received over the socket: each request names one of a few operations, and the handler
-(in :mod:`gpudoctor.agent.runtime`) maps it to a reply. Requests larger than
-``MAX_REQUEST_BYTES`` close the connection.
+(in :mod:`gpudoctor.agent.runtime`) maps it to a reply.
+
+It must survive any bytes a client sends (tests/fuzz/corpus/agent/wire.toml holds the hostile cases):
+
+- a line longer than ``MAX_REQUEST_BYTES`` is answered with an error and the connection closed;
+- a line that does not decode (not UTF-8, not JSON, nested too deeply, ``NaN``/``Infinity``, not an
+  object) is answered with an error and the connection closed;
+- a handler exception, or a reply that cannot be encoded, is answered with an error; nothing a
+  connection does can end the loop (each event is handled in its own ``try``);
+- a connection that starts a line and does not finish it within ``READ_TIMEOUT_S``, or says nothing
+  for ``IDLE_TIMEOUT_S``, is closed; at ``MAX_CONNECTIONS`` a new client evicts the connection idle
+  longest, so a new client is always served (a client re-connects once when evicted).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import selectors
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 MAX_REQUEST_BYTES = 4096
 MAX_CONNECTIONS = 8
+BACKLOG = 32
 TICK_S = 0.1
+#: A started request line must be finished within this time.
+READ_TIMEOUT_S = 5.0
+#: A connection that sends nothing for this long is closed (live sessions poll about once a second).
+IDLE_TIMEOUT_S = 300.0
+#: How long a reply may wait on a client that does not read.
+SEND_TIMEOUT_S = 0.5
 
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
+
+class Peer:
+    """One connection: its unfinished line, when it last sent something, and whose client it is."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, conn: socket.socket, now: float) -> None:
+        self.conn = conn
+        self.buf = b""
+        self.opened_s = now
+        self.last_s = now
+        self.partial_since: float | None = None
+        self.client = f"conn-{next(self._ids)}"   # replaced by the token of the client's hello
+        self.named = False                          # True once the client gave a token
+
+
+Handler = Callable[[dict[str, Any], Peer], dict[str, Any]]
+#: Told of each closed connection: the peer, and True when the agent closed it (evicted, timed out,
+#: undecodable) rather than the client (end of file).
+OnClose = Callable[[Peer, bool], None]
 
 
 def peer_uid(conn: socket.socket) -> int | None:
@@ -45,18 +83,45 @@ def _name_native_thread(name: bytes) -> None:
         pass
 
 
+class _NotANumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotANumber(name)
+
+
+def decode_request(line: bytes) -> dict[str, Any]:
+    """One request line as a JSON object; ``ValueError`` with one sentence for anything else."""
+    if len(line) > MAX_REQUEST_BYTES:
+        raise ValueError(f"request too large (over {MAX_REQUEST_BYTES} bytes).")
+    try:
+        request = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("malformed request (nested too deeply).") from None
+    except _NotANumber as exc:
+        raise ValueError(f"malformed request ({exc} is not a number this protocol accepts).") from None
+    except Exception:  # UnicodeDecodeError, JSONDecodeError, the int-digits limit, NaN/Infinity
+        raise ValueError("malformed request (expected one JSON object per line).") from None
+    if not isinstance(request, dict):
+        raise ValueError("malformed request (expected one JSON object per line).")
+    return request
+
+
 class AgentServer:
     """Accepts clients on ``path`` and answers their requests from a daemon thread."""
 
-    def __init__(self, path: Path, handler: Handler, tick: Callable[[], float | None]) -> None:
+    def __init__(self, path: Path, handler: Handler, tick: Callable[[], float | None],
+                 on_close: OnClose | None = None) -> None:
         self.path = path
         self._handler = handler
+        self._on_close = on_close
         self._tick = tick
         self._owner_pid = os.getpid()
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._wake_r, self._wake_w = os.pipe()
         self._stop = threading.Event()
-        self._buffers: dict[socket.socket, bytes] = {}
+        self._peers: dict[socket.socket, Peer] = {}
         self._thread = threading.Thread(target=self._loop, name="gpudoctor-agent", daemon=True)
 
     def start(self) -> None:
@@ -64,7 +129,7 @@ class AgentServer:
             os.unlink(self.path)           # a stale socket of an earlier process with this pid
         self._listener.bind(str(self.path))
         os.chmod(self.path, 0o600)        # the directory is 0700 already; this is belt and braces
-        self._listener.listen(MAX_CONNECTIONS)
+        self._listener.listen(BACKLOG)
         self._listener.setblocking(False)
         self._thread.start()
 
@@ -76,32 +141,49 @@ class AgentServer:
         if threading.current_thread() is not self._thread and self._thread.is_alive():
             self._thread.join(timeout=2.0)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def peers(self) -> list[Peer]:
+        """The open connections (read from the server thread, or as a snapshot from another)."""
+        return list(self._peers.values())
+
     def close_in_child(self) -> None:
         """After fork: drop the inherited descriptors without touching the parent's socket file."""
         self._stop.set()
-        for fd_owner in (self._listener, *self._buffers):
+        for fd_owner in (self._listener, *self._peers):
             with contextlib.suppress(OSError):
                 fd_owner.close()
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self._buffers.clear()
+        self._peers.clear()
 
     # -- the thread ------------------------------------------------------------------------
 
     def _loop(self) -> None:
         _name_native_thread(b"gpudoctor-agent")
         sel = selectors.DefaultSelector()
-        sel.register(self._listener, selectors.EVENT_READ, "listen")
-        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         try:
+            sel.register(self._listener, selectors.EVENT_READ, "listen")
+            sel.register(self._wake_r, selectors.EVENT_READ, "wake")
             timeout_s: float | None = TICK_S
+            failures = 0
             while not self._stop.is_set():
-                for key, _ in sel.select(timeout=timeout_s or TICK_S):
-                    if key.data == "listen":
-                        self._accept(sel)
-                    elif key.data == "conn":
-                        self._serve(sel, key.fileobj)  # type: ignore[arg-type]
+                try:
+                    events = sel.select(timeout=timeout_s or TICK_S)
+                    failures = 0
+                except Exception:  # the selector itself broke (a closed descriptor): retry, then give up
+                    failures += 1
+                    if failures > 50:
+                        return
+                    time.sleep(TICK_S)
+                    continue
+                for key, _ in events:
+                    self._event(sel, key)
+                with contextlib.suppress(Exception):
+                    self._expire(sel, time.monotonic())
                 try:
                     timeout_s = self._tick()      # the agent may ask for a faster tick for a while
                 except Exception:
@@ -111,70 +193,114 @@ class AgentServer:
         finally:
             self._shutdown(sel)
 
-    def _accept(self, sel: selectors.BaseSelector) -> None:
+    def _event(self, sel: selectors.BaseSelector, key: selectors.SelectorKey) -> None:
+        """One readable descriptor; whatever goes wrong closes at most that connection."""
         try:
-            conn, _ = self._listener.accept()
-        except OSError:
-            return
+            if key.data == "listen":
+                self._accept(sel)
+            elif key.data == "wake":
+                with contextlib.suppress(OSError):
+                    os.read(self._wake_r, 64)
+            else:
+                self._serve(sel, key.fileobj)  # type: ignore[arg-type]
+        except Exception:
+            if key.data not in ("listen", "wake"):
+                self._drop(sel, key.fileobj)  # type: ignore[arg-type]
+
+    def _accept(self, sel: selectors.BaseSelector) -> None:
+        for _ in range(BACKLOG):  # every pending connection, so that a burst cannot fill the backlog
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            with contextlib.suppress(Exception):
+                self._admit(sel, conn)
+
+    def _admit(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:
         uid = peer_uid(conn)
-        if uid is None or (uid != os.geteuid() and uid != 0) or len(self._buffers) >= MAX_CONNECTIONS:
+        if uid is None or (uid != os.geteuid() and uid != 0):
             conn.close()
             return
-        conn.settimeout(1.0)
-        self._buffers[conn] = b""
+        now = time.monotonic()
+        while len(self._peers) >= MAX_CONNECTIONS:  # the new client is served; the one idle longest goes
+            idle = min(self._peers.values(), key=lambda p: p.last_s)
+            self._drop(sel, idle.conn, evicted=True)
+        conn.settimeout(SEND_TIMEOUT_S)
+        self._peers[conn] = Peer(conn, now)
         sel.register(conn, selectors.EVENT_READ, "conn")
 
-    def _drop(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:
+    def _expire(self, sel: selectors.BaseSelector, now: float) -> None:
+        for peer in list(self._peers.values()):
+            stalled = peer.partial_since is not None and now - peer.partial_since > READ_TIMEOUT_S
+            if stalled or now - peer.last_s > IDLE_TIMEOUT_S:
+                self._drop(sel, peer.conn, evicted=True)
+
+    def _drop(self, sel: selectors.BaseSelector, conn: socket.socket, evicted: bool = True,
+              notify: bool = True) -> None:
         with contextlib.suppress(Exception):
             sel.unregister(conn)
-        self._buffers.pop(conn, None)
+        peer = self._peers.pop(conn, None)
         with contextlib.suppress(OSError):
             conn.close()
+        if peer is not None and notify and self._on_close is not None:
+            with contextlib.suppress(Exception):
+                self._on_close(peer, evicted)
 
     def _serve(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:
+        peer = self._peers.get(conn)
+        if peer is None:
+            self._drop(sel, conn)
+            return
         try:
             chunk = conn.recv(MAX_REQUEST_BYTES)
         except OSError:
             chunk = b""
         if not chunk:
-            self._drop(sel, conn)
+            self._drop(sel, conn, evicted=False)   # the client closed it
             return
-        buf = self._buffers.get(conn, b"") + chunk
+        peer.last_s = time.monotonic()
+        buf = peer.buf + chunk
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
-            if not self._answer(conn, line):
+            if not self._answer(peer, line):
                 self._drop(sel, conn)
                 return
         if len(buf) > MAX_REQUEST_BYTES:
-            self._send(conn, {"ok": False, "error": "request too large."})
+            self._send(conn, {"ok": False, "error": f"request too large (over {MAX_REQUEST_BYTES} bytes)."})
             self._drop(sel, conn)
             return
-        self._buffers[conn] = buf
+        peer.buf = buf
+        peer.partial_since = (peer.partial_since or peer.last_s) if buf else None
 
-    def _answer(self, conn: socket.socket, line: bytes) -> bool:
+    def _answer(self, peer: Peer, line: bytes) -> bool:
+        """Answer one line; False when the connection must close (it sent something undecodable)."""
         try:
-            request = json.loads(line)
-            if not isinstance(request, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            return self._send(conn, {"ok": False, "error": "malformed request (expected one JSON object per line)."})
+            request = decode_request(line)
+        except ValueError as exc:
+            self._send(peer.conn, {"ok": False, "error": str(exc)})
+            return False
         try:
-            reply = self._handler(request)
+            reply = self._handler(request, peer)
         except Exception as exc:  # a bug in the agent: answer it, never raise into the target
-            reply = {"ok": False, "error": f"agent error: {type(exc).__name__}: {exc}"}
-        return self._send(conn, reply)
+            reply = {"ok": False, "error": f"agent error: {type(exc).__name__}: {str(exc)[:200]}"}
+        return self._send(peer.conn, reply)
 
     @staticmethod
     def _send(conn: socket.socket, reply: dict[str, Any]) -> bool:
         try:
-            conn.sendall(json.dumps(reply, default=str).encode() + b"\n")
+            data = json.dumps(reply, default=str).encode() + b"\n"
+        except Exception as exc:  # a reply that cannot be JSON (a cycle, a key that is not a string): say so
+            data = json.dumps({"ok": False, "error": f"agent error: reply not encodable ({type(exc).__name__})."
+                               }).encode() + b"\n"
+        try:
+            conn.sendall(data)
             return True
         except OSError:
             return False
 
     def _shutdown(self, sel: selectors.BaseSelector) -> None:
-        for conn in list(self._buffers):
-            self._drop(sel, conn)
+        for conn in list(self._peers):
+            self._drop(sel, conn, notify=False)
         with contextlib.suppress(Exception):
             sel.close()
         with contextlib.suppress(OSError):

@@ -134,6 +134,7 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
     import psutil
 
     from gpudoctor.agent.client import find_agent
+    from gpudoctor.agent.protocol import StepSource
 
     since: dict[str, float] = {}   # when each waiting state was first seen
 
@@ -153,9 +154,9 @@ def _find_agent_pid(root_pid: int, deadline: float, child: subprocess.Popen[byte
         for proc in procs:
             client = find_agent(proc.pid, timeout_s=0.5)
             if client is not None:
-                rank = client.info.get("rank")
-                torch_loaded = torch_loaded or bool(client.info.get("torch"))
-                if client.info.get("step_source") not in (None, "", "none"):
+                rank = client.hello.rank
+                torch_loaded = torch_loaded or bool(client.hello.torch)
+                if client.hello.step_source is not StepSource.NONE:
                     stepping.add(proc.pid)
                 client.close()
                 seen.append((rank if isinstance(rank, int) else -1, proc.pid))

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from gpudoctor.agent.protocol import AgentStatus, ProfileState
+from gpudoctor.agent.protocol import AgentStatus, ProfileState, StatsReply
 from gpudoctor.live.samples import AgentState, StepStats
 
 log = logging.getLogger("gpudoctor.live.agentlink")
@@ -41,7 +41,7 @@ class AgentLink:
         self._state = AgentState(status=AgentStatus.INJECTING if mode == "inject" else AgentStatus.UNAVAILABLE,
                                  detail="connecting to the agent…")
         self.steps: StepStats | None = None
-        self.last_stats_reply: dict[str, Any] | None = None  # raw reply: recent_step_times_ms, steps_total
+        self.last_stats: StatsReply | None = None  # the whole reply: recent_step_times_ms, steps_total
         self._profile_label: str | None = None
         self._profile_state: ProfileState | None = None
         self._profile_detail = ""
@@ -146,7 +146,7 @@ class AgentLink:
             return
         try:
             self.steps = client.stats(window_s=10.0)
-            self.last_stats_reply = getattr(client, "last_stats_reply", None)
+            self.last_stats = client.last_stats
             if self._profile_state is not None and self._profile_state.busy:
                 status = client.profile_status()
                 self._profile_label, self._profile_state = status.label(), status.status

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
+from gpudoctor.agent.protocol import AGENT_FACTS
 from gpudoctor.live.nvml import HW_THROTTLES
 from gpudoctor.live.samples import GpuSample, ProcessSample, ShmSample, StackSample, StepStats
 from gpudoctor.model import FactSet, Location, Source
@@ -337,23 +338,11 @@ def stack_values(stacks: StackSample, min_samples: int = 20) -> dict[str, Any]:
 
 def step_values(steps: StepStats) -> dict[str, Any]:
     """Agent facts: step timing, input wait, compile counters, precision flags, CUDA memory."""
-    values: dict[str, Any] = {
-        name: getattr(steps, name)
-        for name in ("steps_total", "window_steps", "step_time_p50_ms", "step_time_p90_ms", "steps_per_s",
-                     "data_wait_pct", "data_wait_p50_ms", "h2d_ms_per_step", "graph_breaks", "recompiles", "recompiles_in_window",
-                     "unique_graphs", "autocast_enabled", "autocast_dtype", "tf32_matmul", "tf32_cudnn",
-                     "cudnn_benchmark", "cuda_mem_allocated_mib", "cuda_mem_reserved_mib", "cuda_mem_peak_mib",
-                     "cuda_mem_total_mib", "cuda_alloc_retries", "cuda_ooms",
-                     "mem_allocated_trend_mib_per_100_steps", "host_syncs_per_step", "host_sync_ms_per_step",
-                     "h2d_mib_per_step", "h2d_pinned_pct", "loader_worker_starts", "loader_start_ms_per_step",
-                     "loader_start_fork_ms_per_step", "data_wait_restart_ms_per_step", "data_wait_first_ms_per_step",
-                     "data_wait_main_ms_per_step", "data_wait_steady_ms_per_step", "loader_steady_steps",
-                     "loader_steady_step_ms", "loader_steady_wait_ms", "loader_main_steps", "loader_main_step_ms",
-                     "loader_main_wait_ms")
-    }
+    values: dict[str, Any] = {name: getattr(steps, name) for name in AGENT_FACTS}  # declared in the protocol
+    for name in ("loader_batch_mib", "loader_workers", "loader_prefetch_factor"):  # shm_need_values' facts
+        if values[name] is None:
+            del values[name]
     values["step_source"] = str(steps.step_source)
-    if steps.loader_workers is not None:
-        values["loader_workers"] = steps.loader_workers
     values["graph_break_reasons"] = [f"{reason} ({count}×)" for reason, count in steps.graph_break_reasons[:5]]
     values["graph_break_top_reason"] = steps.graph_break_reasons[0][0] if steps.graph_break_reasons else None
     values["cuda_in_use"] = bool(steps.cuda_mem_total_mib)

@@ -49,8 +49,6 @@ def read_schedstat_ms(pid: int) -> tuple[float, float] | None:
 
 
 #: Reply fields (ms per step) the straggler score needs from each rank's agent, first found wins.
-COLLECTIVE_WAIT_FIELDS = ("collective_wait_ms_per_step", "collective_wait_p50_ms")
-COMPUTE_FIELDS = ("compute_ms_per_step", "compute_p50_ms")
 
 
 class RankWatch:
@@ -166,14 +164,14 @@ class RankWatch:
                               "gpu_throttled": any(r in _GPU_SLOWING for r in gpu.throttle_reasons),
                               "gpu_shared": bool(set(gpu.other_pids) - set(self.group.pids))}
             client = self._client(pid)
-            stats, reply = None, {}
+            stats, reply = None, None
             if client is not None:
                 try:
                     stats = client.stats(self.window_s)
-                    reply = dict(getattr(client, "last_stats_reply", None) or {})
+                    reply = client.last_stats
                 except Exception:
                     self._clients.pop(pid, None)
-            if stats is None:
+            if stats is None or reply is None:
                 out.append(RankWindow(rank, pid, cpu_run_delay_pct=delay_pct, note=self.why_no_data(rank, client),
                                       **gpu_fields))
                 continue
@@ -186,8 +184,8 @@ class RankWatch:
             out.append(RankWindow(
                 rank, pid, steps_total=stats.steps_total, window_steps=stats.window_steps,
                 step_time_ms=step, data_wait_ms=data, h2d_ms=stats.h2d_ms_per_step,
-                collective_wait_ms=_first(reply, COLLECTIVE_WAIT_FIELDS),
-                compute_ms=_first(reply, COMPUTE_FIELDS), cpu_run_delay_pct=delay_pct, **gpu_fields))
+                collective_wait_ms=_first(reply.collective_wait_ms_per_step, reply.collective_wait_p50_ms),
+                cpu_run_delay_pct=delay_pct, **gpu_fields))
         return out
 
     def why_no_data(self, rank: int, client: Any) -> str:
@@ -225,10 +223,10 @@ def _quiet_detach(client: Any) -> None:
 _GPU_SLOWING = ("hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal")
 
 
-def _first(reply: dict[str, Any], names: Sequence[str]) -> float | None:
-    for name in names:
-        value = reply.get(name)
-        if isinstance(value, (int, float)):
+def _first(*values: float | None) -> float | None:
+    """The first of ``values`` that is a number (the mean collective wait, else its median)."""
+    for value in values:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
     return None
 

@@ -331,13 +331,13 @@ class LiveSession:
         """Keep the step times the agent reported since the previous poll (``recent_step_times_ms``,
         de-duplicated by ``steps_total``). Steps before the first poll, and steps between asking for a
         profile window and its analysis (profiler overhead, trace export), are left out."""
-        reply = self._agent.last_stats_reply
-        if not isinstance(reply, dict):
+        reply = self._agent.last_stats
+        if reply is None:
             return
-        total, recent = reply.get("steps_total"), reply.get("recent_step_times_ms")
-        if not isinstance(total, int) or not isinstance(recent, list):
+        total, recent = reply.stats.steps_total, reply.recent_step_times_ms
+        if not isinstance(total, int):
             return
-        stamp = reply.get("timestamp")  # the agent's clock when it answered: a stale reply adds nothing
+        stamp = reply.stats.timestamp  # the agent's clock when it answered: a stale reply adds nothing
         with self._lock:
             if isinstance(stamp, (int, float)) and (not self._step_totals or stamp > self._step_totals[-1][0]):
                 self._step_totals.append((float(stamp), total))
