@@ -70,7 +70,8 @@ def test_output_to_a_full_device_is_one_sentence(argv: tuple[str, ...]) -> None:
     else:
         proc = _run(*argv)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr == "gpudoctor: cannot write the output: No space left on device.\n"
+    where = "/dev/full" if "-o" in argv else "the output"  # -o names the file it could not write
+    assert proc.stderr == f"gpudoctor: cannot write {where}: No space left on device.\n"
 
 
 def test_stdout_on_a_full_disk_is_one_sentence() -> None:

@@ -70,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gpudoctor.commands.common import refuse_overwriting_inputs
     from gpudoctor.pipeline import analyze_paths
+    from gpudoctor.trace.reader import looks_like_trace_name
+
+    refuse_overwriting_inputs(args.output, args.paths, lambda path: looks_like_trace_name(path.name))
 
     thresholds: list[Severity] = []
 
