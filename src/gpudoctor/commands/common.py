@@ -53,6 +53,7 @@ def prepare(args: argparse.Namespace, listing: bool = False) -> tuple[Config, Ca
     """Load the config and the catalog, applying --select/--ignore over the config's; a run (not
     ``listing`` the rules) keeps GD899 whatever --select says (:data:`~gpudoctor.catalog.catalog.ALWAYS_SELECTED`)."""
     from gpudoctor.catalog.catalog import ALWAYS_SELECTED
+    from gpudoctor.catalog.options import resolve_options
     from gpudoctor.catalog.rulefile import RuleFileError
     from gpudoctor.config import load_config
 
@@ -61,6 +62,7 @@ def prepare(args: argparse.Namespace, listing: bool = False) -> tuple[Config, Ca
         catalog = load_catalog([*config.rule_dirs, *getattr(args, "rules_dir", [])])
     except RuleFileError as exc:
         raise UserError(f"cannot load rules: {exc}", ExitCode.USAGE) from None
+    config.options = resolve_options(catalog, config.options)
     select = _split(getattr(args, "select", [])) or config.select
     ignore = [*config.ignore, *_split(getattr(args, "ignore", []))]
     return config, catalog.select(select, ignore, () if listing else ALWAYS_SELECTED)
