@@ -370,3 +370,33 @@ def test_rank_files_that_are_not_regular_files_are_named(tmp_path: Path, capsys:
                         ("rank-3.json", "is a symbolic link loop")):
         assert any(n.startswith(f"corrupt rank trace left out: {name}: {words}") for n in notes), notes
     assert any("rank 1, 2, 3 missing" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("filler", [b"\0", b" "], ids=["zeros", "whitespace"])
+def test_a_gzip_bomb_is_refused_by_its_inflated_size(filler: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2 MB gzip of 2 GiB of zeros took 6.2 GB (1 MB of gzipped whitespace: 3.1 GB). A gzip trace may
+    inflate to MAX_INFLATE_RATIO × its size (floor MIN_INFLATED_BYTES, lowered here so the cap triggers
+    on a small file): the stream is refused once it passes that, whatever follows."""
+    from gpudoctor.trace import gunzip
+
+    monkeypatch.setattr(gunzip, "MIN_INFLATED_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + filler * (32 << 20), 9))
+    assert bomb.stat().st_size * gunzip.MAX_INFLATE_RATIO < 32 << 20
+    code, _, err = _analyze(capsys, str(bomb))
+    sentence = _one_sentence(err)
+    assert code == 2 and "it inflates to more than" in sentence and "a gzip bomb, not a trace" in sentence
+
+
+def test_a_gzip_trace_below_the_ratio_reads_whole(tmp_path: Path, trace_file: Callable[[str], Path],
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cap does not touch a real trace (18× here), read through many small inflate pieces."""
+    from gpudoctor.trace import gunzip
+
+    monkeypatch.setattr(gunzip, "MIN_INFLATED_BYTES", 1 << 16)
+    monkeypatch.setattr(gunzip, "_OUT_BLOCK", 4096)  # every piece full: zlib's held-back output is fetched
+    code, out, err = _analyze(capsys, str(trace_file("h200/loader_bound.json.gz")), "--format", "json")
+    assert code in (0, 1) and not err
+    assert "GD102" in [f["code"] for f in json.loads(out)["findings"]]

@@ -61,7 +61,7 @@ from gpudoctor.trace.events import (
     _LooseHeader,
     malformed_note,
 )
-from gpudoctor.trace.gunzip import IN_MEMORY_MAX_BYTES, GunzipStream
+from gpudoctor.trace.gunzip import IN_MEMORY_MAX_BYTES, GunzipStream, InflatesTooMuch
 
 if TYPE_CHECKING:
     from gpudoctor.trace.split import GzipHalf
@@ -198,7 +198,7 @@ def _open(path: Path) -> BinaryIO:
     fh.seek(0)
     if magic != b"\x1f\x8b":
         return fh
-    return GunzipStream(fh)  # type: ignore[return-value]
+    return GunzipStream(fh, packed_bytes=os.fstat(fh.fileno()).st_size)  # type: ignore[return-value]
 
 
 def _gzip_half(path: Path, processes: int, chunk_bytes: int) -> GzipHalf | None:
@@ -248,6 +248,8 @@ def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYT
         finally:
             if half is not None:
                 half.close()
+    except InflatesTooMuch as exc:
+        raise TraceFileError(f"{p} is not a readable trace: {exc}.", reason=str(exc)) from None
     except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
         reason = f"the file is truncated or corrupt ({exc})"
         raise TraceFileError(f"{p} is not a readable trace: {reason}.", reason=reason) from None
@@ -328,15 +330,13 @@ def _read_rest(fh: BinaryIO, first: bytes, path: Path) -> bytearray:
                 filled += got
         del data[filled:]
         return data
-    blocks = [first]
-    total = len(first)
+    whole = bytearray(first)  # grown in place (one copy of the JSON, not the blocks, their join and a copy)
     while True:
         block = fh.read(CHUNK_BYTES)
         if not block:
-            return bytearray(b"".join(blocks))
-        blocks.append(block)
-        total += len(block)
-        if total > MAX_WHOLE_BYTES:
+            return whole
+        whole += block
+        if len(whole) > MAX_WHOLE_BYTES:
             raise too_big
 
 
