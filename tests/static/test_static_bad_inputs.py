@@ -174,3 +174,27 @@ def test_a_manifest_of_5000_documents(tmp_path: Path, capsys: pytest.CaptureFixt
     code, data, err = _check(capsys, str(manifest))
     assert code in (0, 1) and not err
     assert any(f["code"] == "GD899" for f in data["findings"])
+
+
+@pytest.mark.parametrize(("args", "shown"), [
+    ("ARG A=latest\nARG C=${B:-${A}}\n", "pytorch/pytorch:latest"),
+    ("ARG A=latest\nARG C=${X:-${Y:-${A}}}\n", "pytorch/pytorch:latest"),
+    ("ARG C=${B:-${A}}\n", None),  # nothing known: a variable, not a verdict
+])
+def test_nested_arg_defaults_reach_from(args: str, shown: str | None, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``ARG C=${B:-${A}}`` then ``FROM image:${C}`` hid an unpinned base image."""
+    (tmp_path / "Dockerfile").write_text(args + "FROM pytorch/pytorch:${C}\n")
+    _, data, _ = _check(capsys, str(tmp_path))
+    found = [f["message"] for f in data["findings"] if f["code"] == "GD801"]
+    assert (found and shown in found[0]) if shown else not found
+
+
+def test_shell_heredoc_text_is_not_an_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A launch script writing ``export NCCL_P2P_DISABLE=1`` into a file through a heredoc got GD805."""
+    script = tmp_path / "launch.sh"
+    script.write_text("#!/bin/bash\ncat > env.sh <<EOF\nexport NCCL_P2P_DISABLE=1\nEOF\n"
+                      "cat <<-'END' >> x\n\texport NCCL_IB_DISABLE=1\n\tEND\nexport NCCL_SHM_DISABLE=1\n")
+    _, data, _ = _check(capsys, str(script))
+    lines = [f["location"]["line"] for f in data["findings"] if f["code"] == "GD805"]
+    assert lines == [8]  # the real export after the heredocs, only
