@@ -400,3 +400,13 @@ def test_a_gzip_trace_below_the_ratio_reads_whole(tmp_path: Path, trace_file: Ca
     code, out, err = _analyze(capsys, str(trace_file("h200/loader_bound.json.gz")), "--format", "json")
     assert code in (0, 1) and not err
     assert "GD102" in [f["code"] for f in json.loads(out)["findings"]]
+
+
+def test_a_report_from_an_earlier_run_in_the_folder_may_be_rewritten(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    _kineto(tmp_path / "rank-0.json", _steps())
+    report = tmp_path / "report.json"
+    for _ in range(2):  # the second run reads report.json (not a trace: skipped) and writes it again
+        code, _, err = _analyze(capsys, str(tmp_path), "--format", "json", "-o", str(report))
+        assert code in (0, 1) and not err
+    assert "findings" in json.loads(report.read_text())
