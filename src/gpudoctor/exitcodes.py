@@ -7,8 +7,11 @@ import enum
 
 class ExitCode(enum.IntEnum):
     OK = 0                    # nothing at or above --fail-on
-    FINDINGS = 1              # findings at or above --fail-on (or a regression in `compare`)
-    USAGE = 2                 # bad arguments, unreadable/corrupt/foreign input file
+    FINDINGS = 1              # findings at or above --fail-on (or a regression in `compare`); GD899, a file
+                              # `check` could not analyse, is a warning and counts here (docs/bad-inputs.md)
+    USAGE = 2                 # bad arguments (a numeric option NaN, infinite or out of range: cli.NUMERIC_OPTIONS),
+                              # -o that names an input or cannot be written, an unreadable/corrupt/foreign input
+                              # file, a trace with no usable event, a gzip that inflates past its bound
     NO_SUCH_PROCESS = 3       # the PID does not exist (or exited)
     NOT_PERMITTED = 4         # another user's process, ptrace refused
     NOT_PYTHON = 5            # the PID is not a Python process

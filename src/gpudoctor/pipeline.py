@@ -186,6 +186,7 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
     tables: list[MetricTable] = []
     counts: dict[str, int] = {}
     context_files: list[str] = []
+    skipped: list[str] = []
     names = [str(p) for p in paths]
     if names:
         from gpudoctor.static.runner import run_checks
@@ -195,6 +196,7 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
         ignores = static.ignores
         counts = static.files_by_kind
         context_files = static.context_files
+        skipped = static.skipped
         sources.append(Source.STATIC)
     if env:
         from gpudoctor.static.machine import machine_factset, machine_table
@@ -215,6 +217,9 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
         notes.append(f"checked {checked} file(s)" + (f" ({kinds})" if kinds else "") +
                      (f"; {suppressed} finding(s) suppressed by inline comments" if suppressed else ""))
+        if skipped:
+            notes.append(f"skipped {len(skipped)} file(s) that are not regular files: {', '.join(skipped[:5])}"
+                         + (" …" if len(skipped) > 5 else ""))
         if context_files:
             shown = ", ".join(context_files[:5]) + (" …" if len(context_files) > 5 else "")
             notes.append(f"read {len(context_files)} project module(s) they import, for what the project does "

@@ -86,5 +86,7 @@ def test_broken_user_rule_names_the_file(tmp_path: Path) -> None:
 
 def test_select_and_ignore_by_prefix() -> None:
     catalog = load_catalog()
-    assert all(r.code.startswith("GD1") for r in catalog.select(["GD1"]))
+    assert all(r.code.startswith("GD1") for r in catalog.select(["GD1"], always=()))
+    assert {r.code for r in catalog.select(["GD1"]) if not r.code.startswith("GD1")} == {"GD899"}  # always kept
+    assert "GD899" not in catalog.select(["GD1"], ["GD899"]).rules  # ... unless ignored
     assert "GD101" not in catalog.select([], ["GD101"]).rules

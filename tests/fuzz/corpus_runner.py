@@ -94,7 +94,8 @@ class Outcome:
 
 
 #: Words of a note that says what was not analysed (shown in preference to the summary).
-_TELLING = ("rule error", "not checked", "could not", "malformed", "skipped", "missing", "corrupt")
+_TELLING = ("rule error", "not checked", "could not", "malformed", "skipped", "missing", "corrupt", "left out",
+            "budget")
 
 
 def load_cases(corpus: Path = CORPUS) -> list[Case]:

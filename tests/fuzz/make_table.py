@@ -33,6 +33,27 @@ README: `0` clean, `1` findings, `2` usage or input error, `3` no such process; 
 never appear. CPU is the child's user + system time, RSS its peak resident memory (`os.wait4`).
 Property-based fuzzing beyond these cases: `tests/fuzz/test_fuzz_*.py`.
 
+## Bounds and policies (issue 39)
+
+- **Impossible values are refused or noted, never used.** An event with |ts| above 2^53 µs (285 years)
+  or a duration above a day is malformed (counted in a note), in the C scanner and in Python alike; an id
+  beyond 64 bits is "args of the wrong type"; a trace with no usable event is exit 2. A `ProfilerStep` of
+  zero length, or a first/last step more than 100 median steps (and 1 s) from its neighbour, is left out
+  with a note. Every numeric option is checked in one place (`cli.NUMERIC_OPTIONS`): NaN, infinite or out
+  of range is exit 2.
+- **Memory.** A `.json.gz` trace may inflate to 100× its size on disk (at least 64 MB; real traces
+  inflate 7–30×), else exit 2 naming it a gzip bomb. `check` reads Python files up to 1 MiB and other
+  files up to 8 MiB; above that the file is GD899 `too-large`.
+- **Time and output of rules.** One condition evaluation: 1,000,000 steps; one rule per run: 5,000,000
+  steps, then it is stopped with one note; templates and rendered messages: 4,000 characters; at most
+  1,000 findings per rule and run, the rest counted in a note.
+- **Files not checked.** GD899 is a warning: a file `check` could not analyse (or only in part) fails the
+  default `--fail-on warning` with exit 1 (`--fail-on critical` or `--ignore GD899` let it pass); a named
+  file that cannot be read exits 2. `--select` never hides GD899. Entries of a checked or analysed folder
+  that are not regular files (FIFOs, devices, broken links, symlink loops) are named in a note.
+- **Output.** `-o` naming a file the command reads is refused (exit 2); any failure to write `-o` is one
+  sentence, exit 2.
+
 """
 
 

@@ -70,7 +70,8 @@ def test_output_to_a_full_device_is_one_sentence(argv: tuple[str, ...]) -> None:
     else:
         proc = _run(*argv)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr == "gpudoctor: cannot write the output: No space left on device.\n"
+    where = "/dev/full" if "-o" in argv else "the output"  # -o names the file it could not write
+    assert proc.stderr == f"gpudoctor: cannot write {where}: No space left on device.\n"
 
 
 def test_stdout_on_a_full_disk_is_one_sentence() -> None:
@@ -86,3 +87,41 @@ def test_closed_stdout_is_one_sentence() -> None:
                           capture_output=True, text=True, timeout=60, env=env, cwd=str(REPO))
     assert proc.returncode == 2
     assert proc.stderr == "gpudoctor: standard output is closed: redirect it to a file or /dev/null.\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ("attach", "1", "--duration", "nan"),      # exited 0 with "No problems found" and no watch
+    ("attach", "1", "--duration", "inf"),
+    ("attach", "1", "--interval", "1e-9"),     # accepted: 7x the CPU
+    ("attach", "1", "--window", "0.5"),
+    ("attach", "1", "--profile", "1000"),
+    ("attach", "1", "--prometheus", "70000"),
+    ("run", "--duration", "nan", "--", "true"),
+    ("demo", "--duration", "1e300"),
+    ("analyze", "--jobs", "0", "x.json"),
+    ("check", "--jobs", "100000", "."),
+    ("compare", "--threshold", "nan", "a", "b"),
+])
+def test_numeric_options_out_of_range_are_one_sentence(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    """Every numeric option is checked in one place (cli.NUMERIC_OPTIONS), before anything runs."""
+    from gpudoctor.cli import main
+
+    assert main(list(argv)) == 2
+    out, err = capsys.readouterr()
+    flag = next(a for a in argv if a.startswith("--"))
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"gpudoctor: {flag} takes a number from ") and err.endswith(".\n"), err
+
+
+def test_numeric_options_in_range_pass() -> None:
+    import argparse
+
+    from gpudoctor.cli import NUMERIC_OPTIONS, numeric_option_problem
+
+    for _flag, low, high, _unit in NUMERIC_OPTIONS.values():
+        assert low < high
+    args = argparse.Namespace(duration=60.0, interval=1.0, window=5.0, profile=0, jobs=1, prometheus=None,
+                              threshold=5.0)
+    assert numeric_option_problem(args) is None
+    args.interval = 0.01
+    assert numeric_option_problem(args) == "--interval takes a number from 0.1 to 3600 seconds, not 0.01."

@@ -20,6 +20,9 @@ from gpudoctor.model import Source
 
 #: Retired or renamed codes → the code that now covers them.
 REDIRECTS: dict[str, str] = {}
+#: Rules a run keeps whatever ``--select`` says (only ``--ignore`` drops them): GD899, a file that
+#: could not be checked — ``--select GD1`` hid it, and unreadable files vanished from the report.
+ALWAYS_SELECTED = ("GD899",)
 
 
 def builtin_rules_dir() -> Path:
@@ -49,12 +52,14 @@ class Catalog(msgspec.Struct):
     def for_source(self, source: Source) -> list[Rule]:
         return [r for r in self if source in r.sources]
 
-    def select(self, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> Catalog:
-        """Keep rules whose code starts with a ``select`` prefix (all if empty), minus ``ignore``."""
-        sel, ign = [s.upper() for s in select], [s.upper() for s in ignore]
+    def select(self, select: Iterable[str] = (), ignore: Iterable[str] = (),
+               always: Iterable[str] = ALWAYS_SELECTED) -> Catalog:
+        """Keep rules whose code starts with a ``select`` prefix (all if empty) or is in ``always``,
+        minus ``ignore``."""
+        sel, ign, keep = [s.upper() for s in select], [s.upper() for s in ignore], set(always)
         kept = {
             code: rule for code, rule in self.rules.items()
-            if (not sel or any(code.startswith(s) or rule.name.upper() == s for s in sel))
+            if (not sel or code in keep or any(code.startswith(s) or rule.name.upper() == s for s in sel))
             and not any(code.startswith(i) or rule.name.upper() == i for i in ign)
         }
         return Catalog(kept)

@@ -52,6 +52,10 @@ MAX_DEPTH = 60
 MAX_FORMAT_WIDTH = 200
 #: Longest text one template field renders to (a fact holding a long list is shortened).
 MAX_RENDERED_CHARS = 500
+#: Longest message template a rule may have (the built-in rules' longest is ~510 characters), and the
+#: longest rendered message: a 1 MB template at 1,000 sites wrote a 1 GB report.
+MAX_TEMPLATE_CHARS = 4000
+MAX_MESSAGE_CHARS = 4000
 #: Python's format-spec mini-language: [[fill]align][sign][z][#][0][width][grouping][.precision][type].
 _SPEC_RE = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[_,]?(?:\.(?P<precision>\d+))?[a-zA-Z%]?", re.S)
 
@@ -133,14 +137,15 @@ class Condition:
             )
         )
 
-    def evaluate(self, env: Mapping[str, Any]) -> Any:
-        """Evaluate over ``env`` (facts and options). Returns a value or :data:`MISSING`.
+    def evaluate(self, env: Mapping[str, Any], budget: Budget | None = None) -> Any:
+        """Evaluate over ``env`` (facts and options). Returns a value or :data:`MISSING`; ``budget`` (a
+        fresh one of :data:`MAX_COST` steps by default) is charged, so that a caller can see what it cost.
 
         Raises:
             ExpressionError: the condition failed (a type error, overflow, its cost budget spent).
         """
         try:
-            return _eval(self._tree, env, Budget())
+            return _eval(self._tree, env, Budget() if budget is None else budget)
         except ExpressionError:
             raise
         except (TypeError, ArithmeticError, ValueError, MemoryError, RecursionError) as exc:
@@ -254,6 +259,8 @@ class Template:
     """A message template: ``{name}`` or ``{name:.1f}`` only — no attribute or index access."""
 
     def __init__(self, text: str) -> None:
+        if len(text) > MAX_TEMPLATE_CHARS:
+            raise ExpressionError(f"message template longer than {MAX_TEMPLATE_CHARS} characters")
         self.text = text
         self.fields: list[tuple[str, str, str]] = []  # (literal, name, spec)
         try:
@@ -288,7 +295,8 @@ class Template:
             except (TypeError, ValueError, ArithmeticError):
                 shown = _plain(value)
             out.append(shown if len(shown) <= MAX_RENDERED_CHARS else shown[: MAX_RENDERED_CHARS - 1] + "…")
-        return "".join(out)
+        message = "".join(out)
+        return message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
 def _plain(value: Any) -> str:

@@ -70,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gpudoctor.commands.common import refuse_overwriting_inputs
     from gpudoctor.pipeline import analyze_paths
+    from gpudoctor.trace.reader import looks_like_trace_name
+
+    refuse_overwriting_inputs(args.output, args.paths, lambda path: looks_like_trace_name(path.name) and _holds_trace(path))
 
     thresholds: list[Severity] = []
 
@@ -109,3 +113,14 @@ def _run(args: argparse.Namespace) -> int:
         with open_output(args.output) as out:
             render(report, args.format, out)
     return exit_status(report, threshold)
+
+
+def _holds_trace(path: Path) -> bool:
+    """A file in an analysed directory that reads like a trace (gzip, or ``traceEvents`` near its start):
+    ``-o traces/report.json`` from an earlier run is not one, and may be written again."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return False
+    return head[:2] == b"\x1f\x8b" or b'"traceEvents"' in head

@@ -13,7 +13,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
+from gpudoctor.commands.common import (
+    add_rule_arguments,
+    exit_status,
+    fail_on,
+    open_output,
+    prepare,
+    refuse_overwriting_inputs,
+)
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.pipeline import check_paths
 from gpudoctor.report.model import Report
@@ -38,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--jobs must be at least 1.", ExitCode.USAGE)
     config, catalog = prepare(args)
     paths = list(args.paths) or ([] if args.env else ["."])
+    from gpudoctor.static.files import classify
+
+    refuse_overwriting_inputs(args.output, paths, lambda path: classify(path) is not None)
     unanalyzable = _named_files_not_analyzable(paths)
     report = check_paths(paths, env=args.env, catalog=catalog, options=config.options, jobs=args.jobs)
     _write(report, args, catalog)

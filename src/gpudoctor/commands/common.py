@@ -8,10 +8,12 @@ the rules side (which it then does while they read).
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.severity import Severity  # not gpudoctor.model: see gpudoctor.severity
@@ -47,8 +49,10 @@ def load_catalog(dirs: Sequence[Path] = ()) -> Catalog:
     return load(list(dirs))
 
 
-def prepare(args: argparse.Namespace) -> tuple[Config, Catalog]:
-    """Load the config and the catalog, applying --select/--ignore over the config's."""
+def prepare(args: argparse.Namespace, listing: bool = False) -> tuple[Config, Catalog]:
+    """Load the config and the catalog, applying --select/--ignore over the config's; a run (not
+    ``listing`` the rules) keeps GD899 whatever --select says (:data:`~gpudoctor.catalog.catalog.ALWAYS_SELECTED`)."""
+    from gpudoctor.catalog.catalog import ALWAYS_SELECTED
     from gpudoctor.catalog.options import resolve_options
     from gpudoctor.catalog.rulefile import RuleFileError
     from gpudoctor.config import load_config
@@ -61,7 +65,7 @@ def prepare(args: argparse.Namespace) -> tuple[Config, Catalog]:
     config.options = resolve_options(catalog, config.options)
     select = _split(getattr(args, "select", [])) or config.select
     ignore = [*config.ignore, *_split(getattr(args, "ignore", []))]
-    return config, catalog.select(select, ignore)
+    return config, catalog.select(select, ignore, () if listing else ALWAYS_SELECTED)
 
 
 def fail_on(args: argparse.Namespace, config: Config) -> Severity:
@@ -73,9 +77,66 @@ def exit_status(report: Report, threshold: Severity) -> int:
 
 
 def open_output(path: Path | None) -> TextIO:
+    """stdout, or the file ``-o`` names; a failure to write it at any point (``-o /proc/version``: EIO
+    on write; a full disk) is one sentence and exit 2 (:class:`_OutputFile`), never a traceback."""
     if path is None:
         return sys.stdout
     try:
-        return path.open("w", encoding="utf-8")
+        raw = path.open("wb")
     except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror}.", ExitCode.USAGE) from None
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}.", ExitCode.USAGE) from None
+    return _OutputFile(raw, path)
+
+
+class _OutputFile(io.TextIOWrapper):
+    """The ``-o`` file as UTF-8 text whose write, flush and close errors name the file."""
+
+    def __init__(self, raw: BinaryIO, path: Path) -> None:
+        super().__init__(raw, encoding="utf-8")
+        self.output_path = path
+
+    def _failed(self, exc: OSError) -> UserError:
+        return UserError(f"cannot write {self.output_path}: {exc.strerror or exc}.", ExitCode.USAGE)
+
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def close(self) -> None:
+        try:
+            super().close()  # closes the file even when the last flush fails
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+
+def refuse_overwriting_inputs(output: Path | None, inputs: Sequence[str | Path],
+                              reads: Callable[[Path], bool]) -> None:
+    """``-o`` must not name a file the command reads: ``analyze x.json -o x.json`` overwrote its trace.
+
+    Refused: the output is an existing file that is one of ``inputs``, or lies under an input
+    directory with a name the command reads there (``reads``).
+
+    Raises:
+        UserError: the output would overwrite an input (exit 2).
+    """
+    if output is None or not output.is_file():
+        return
+    target = os.path.realpath(output)
+    for raw in inputs:
+        given = Path(raw)
+        try:
+            same = given.exists() and os.path.samefile(given, output)
+        except OSError:
+            same = False
+        inside = given.is_dir() and target.startswith(os.path.realpath(given).rstrip(os.sep) + os.sep)
+        if same or (inside and reads(output)):
+            raise UserError(f"-o {output} is one of the files this command reads; write the report to "
+                            "another file.", ExitCode.USAGE)

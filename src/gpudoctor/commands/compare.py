@@ -49,6 +49,9 @@ def _trace_analyzer(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     if not args.threshold >= 0:
         raise UserError("--threshold must be a percentage of zero or more.", ExitCode.USAGE)
+    from gpudoctor.commands.common import refuse_overwriting_inputs
+
+    refuse_overwriting_inputs(args.output, [args.before, args.after], lambda path: path.suffix in (".json", ".gz", ".jsonl"))
     analyzer = _trace_analyzer(args)
     before = load_side(args.before, analyzer)
     after = load_side(args.after, analyzer)

@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _, catalog = prepare(args)
+    _, catalog = prepare(args, listing=True)
     rule = catalog.get(args.rule)
     if rule is None:
         raise UserError(f"no rule {args.rule!r}; `gpudoctor rules` lists them.", ExitCode.USAGE)

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _, catalog = prepare(args)
+    _, catalog = prepare(args, listing=True)
     rules = catalog.for_source(Source(args.source)) if args.source else list(catalog)
     if args.format == "json":
         json.dump({"rules": [r.to_dict() for r in rules]}, sys.stdout, indent=2)

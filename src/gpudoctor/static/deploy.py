@@ -25,7 +25,10 @@ LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "a
 _ENV_ASSIGN_RE = re.compile(r"(?:^|\s)(?:export\s+)?([A-Z][A-Z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S*)")
 #: ``<<EOT``, ``<<-EOT``, ``<<"EOT"`` after a blank (not the shell's ``1<<2``): group 1 is ``-``, 2 the word.
 _HEREDOC_RE = re.compile(r"(?:^|\s)<<(-?)[\"']?([A-Za-z_][\w.-]*)[\"']?")
-_VAR_RE = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}|\$([A-Za-z_]\w*)")
+#: A variable whose default holds no other variable (``${B:-${A}}`` is substituted inside out).
+_VAR_RE = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^${}]*))?\}|\$([A-Za-z_]\w*)")
+#: Rounds of substitution for nested defaults (``${C:-${B:-${A}}}``); deeper nesting stays a variable.
+_MAX_NESTING = 8
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.I)
 
 
@@ -84,7 +87,7 @@ def check_dockerfile(result: FileResult, text: str) -> None:
         if instruction == "ARG":
             for name, value in _env_pairs(rest):
                 if value or name not in args:  # `ARG TAG` in a stage keeps the global default
-                    args[name] = value.strip("\"'")
+                    args[name] = _substitute(value.strip("\"'"), args)  # ARG C=${B:-${A}}: as Docker expands it
         elif instruction == "FROM":
             _from(result, line, rest, stages, args)
         elif instruction == "ENV":
@@ -143,8 +146,13 @@ def _substitute(text: str, args: dict[str, str]) -> str:
             return args[name]
         if match.group(2) is not None:  # ${NAME:-default}
             return match.group(2)
-        return match.group(0)
-    return _VAR_RE.sub(value, text)
+        return "\0" + match.group(0)[1:]  # unknown: marked so that the next round leaves it alone
+    for _ in range(_MAX_NESTING):  # innermost first: ${B:-${A}} hid an unpinned base image
+        done = _VAR_RE.sub(value, text)
+        if done == text:
+            break
+        text = done
+    return text.replace("\0", "$")
 def _env_pairs(rest: str) -> list[tuple[str, str]]:
     try:
         words = shlex.split(rest)
@@ -203,10 +211,30 @@ def _entrypoint(result: FileResult, line: int, instruction: str, rest: str) -> N
     launch_sites(result, line, rest)
 
 
+def heredoc_body_lines(text: str) -> set[int]:
+    """Line numbers (1-based) of a shell script's heredoc bodies (``cat > f <<EOF`` … ``EOF``):
+    content, not commands — ``export NCCL_P2P_DISABLE=1`` written into a file is not set here."""
+    body: set[int] = set()
+    pending: list[tuple[str, bool]] = []  # (terminator, tabs stripped) of the heredocs opened on a line
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if pending:
+            word, dash = pending[0]
+            if (raw.lstrip("\t") if dash else raw) == word:
+                pending.pop(0)
+            else:
+                body.add(number)
+            continue
+        if not raw.lstrip().startswith("#"):
+            pending = [(m.group(2), m.group(1) == "-") for m in _HEREDOC_RE.finditer(raw)]
+    return body
+
+
 def check_shell(result: FileResult, text: str) -> None:
+    bodies = heredoc_body_lines(text)
     for line, content in logical_lines(text):
-        for match in _ENV_ASSIGN_RE.finditer(content):
-            env_site(result, line, match.start(1) + 1, match.group(1), match.group(2))
+        if line not in bodies:
+            for match in _ENV_ASSIGN_RE.finditer(content):
+                env_site(result, line, match.start(1) + 1, match.group(1), match.group(2))
         launch_sites(result, line, content)
         torch_install_sites(result, line, content)
         if re.search(r"\bdocker\s+run\b", content) or re.search(r"\bpodman\s+run\b", content):

@@ -10,8 +10,10 @@ raises for a file the user did not name; a named file that cannot be analysed is
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import stat
 import tokenize
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -23,6 +25,11 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".v
                        ".mypy_cache", ".ruff_cache", ".pytest_cache", ".eggs", "build", "dist"})
 #: Files above this size are reported as not analysed instead of parsed.
 MAX_FILE_BYTES = 8 * 1024 * 1024
+#: Python files above this size are reported as not analysed (GD899 too-large) instead of parsed:
+#: ``ast`` holds ~400 bytes per byte of source, so a 7.9 MiB file of ``x = 1`` lines took 41 s and
+#: 1.4 GB (3.4 GB here); at 1 MiB that is a few seconds and ~0.4 GB at worst. Hand-written training
+#: code is far below it (the largest file of pytorch/examples is ~40 KB); files above it are generated.
+MAX_PYTHON_BYTES = 1024 * 1024
 
 
 def classify(path: Path) -> str | None:
@@ -40,8 +47,10 @@ def classify(path: Path) -> str | None:
     return None
 
 
-def iter_files(roots: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """Yield ``(path, kind)`` for every checkable file under ``roots``, each real file once.
+def iter_files(roots: Iterable[str], skipped: list[str] | None = None) -> Iterator[tuple[str, str]]:
+    """Yield ``(path, kind)`` for every checkable file under ``roots``, each real file once; a file
+    inside a directory that is named like one but is no regular file (a FIFO, a device, a broken
+    link or a symlink loop) is appended to ``skipped`` as ``path (what it is)``, for a note.
 
     Raises:
         UserError: a root does not exist (exit 2).
@@ -75,14 +84,31 @@ def iter_files(roots: Iterable[str]) -> Iterator[tuple[str, str]]:
                     continue
                 try:
                     if not full.is_file():  # a broken link, a fifo…
+                        if skipped is not None:
+                            skipped.append(f"{full} ({_not_regular(full)})")
                         continue
                     real = os.path.realpath(full)
                 except OSError:
+                    if skipped is not None:
+                        skipped.append(f"{full} (cannot be read)")
                     continue
                 if real in seen:
                     continue
                 seen.add(real)
                 yield str(full), kind
+
+
+def _not_regular(path: Path) -> str:
+    """What a directory entry that is no regular file is, in a few words."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        return "a broken symbolic link" if os.path.islink(path) else f"cannot be read: {exc.strerror}"
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _sniff(path: Path) -> str | None:
@@ -100,11 +126,16 @@ def _sniff(path: Path) -> str | None:
     return None
 
 
-def read_bytes(path: str) -> tuple[bytes | None, str]:
+def size_limit(kind: str) -> int:
+    """The largest file of ``kind`` that is read: :data:`MAX_FILE_BYTES`, for Python :data:`MAX_PYTHON_BYTES`."""
+    return min(MAX_FILE_BYTES, MAX_PYTHON_BYTES) if kind == "python" else MAX_FILE_BYTES
+
+
+def read_bytes(path: str, kind: str = "") -> tuple[bytes | None, str]:
     """The file's bytes, or None and ``reason: detail`` (``too-large``, ``not-regular``, ``unreadable``,
-    ``binary``) — never blocks on a FIFO or device and never reads past :data:`MAX_FILE_BYTES`."""
+    ``binary``) — never blocks on a FIFO or device and never reads past :func:`size_limit`."""
     try:
-        data = read_regular_file(path, MAX_FILE_BYTES)
+        data = read_regular_file(path, size_limit(kind))
     except InputFileError as exc:
         return None, f"{exc.reason}: {exc}"
     if b"\x00" in data[:8192]:
@@ -132,6 +163,7 @@ def decoding_problem(data: bytes, kind: str) -> str:
 
 def named_file_problem(path: str) -> str:
     """Why a file named on the command line cannot be analysed (``reason: detail``), or ``""``."""
-    kind = classify(Path(path)) or "unknown"
-    data, problem = read_bytes(path)
+    named = Path(path)
+    kind = classify(named) or (_sniff(named) if named.is_file() else None) or "unknown"
+    data, problem = read_bytes(path, kind)
     return problem if data is None else decoding_problem(data, kind)

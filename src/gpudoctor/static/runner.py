@@ -36,11 +36,13 @@ class StaticRun:
     flags: dict[str, bool] = field(default_factory=dict)
     #: project modules the checked files import, read for the project-wide flags only
     context_files: list[str] = field(default_factory=list)
+    #: files inside the checked directories named like checkable ones that are no regular files
+    skipped: list[str] = field(default_factory=list)
 
 
 def check_file(path: str, kind: str) -> FileResult:
     """Check one file of a known kind; never raises for bad content."""
-    data, problem = read_bytes(path)
+    data, problem = read_bytes(path, kind)
     if data is None:
         result = FileResult(path=path, kind=kind)
         reason, _, detail = problem.partition(": ")
@@ -78,7 +80,8 @@ def _check_chunk(items: list[tuple[str, str]]) -> list[FileResult]:
 
 def run_checks(paths: Iterable[str], jobs: int | None = None) -> StaticRun:
     """Check every file under ``paths``; ``jobs`` worker processes (default: CPU count)."""
-    items = list(iter_files(paths))
+    skipped: list[str] = []
+    items = list(iter_files(paths, skipped))
     workers = jobs if jobs is not None else min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
     if workers > 1 and len(items) >= MIN_FILES_FOR_WORKERS:
         size = max(16, len(items) // (workers * 8))
@@ -87,7 +90,9 @@ def run_checks(paths: Iterable[str], jobs: int | None = None) -> StaticRun:
             results = [r for chunk in pool.map(_check_chunk, chunks) for r in chunk]
     else:
         results = _check_chunk(items)
-    return collect(results, context=True)
+    run = collect(results, context=True)
+    run.skipped = skipped
+    return run
 
 
 def _judge_scripts_by_their_reach(results: list[FileResult], reach: dict[str, set[str]]) -> None:
@@ -137,9 +142,9 @@ def collect(results: list[FileResult], context: bool = False) -> StaticRun:
         _mark_imported_in_memory_datasets(results, found.datasets)
     for result in results:
         run.files_by_kind[result.kind] = run.files_by_kind.get(result.kind, 0) + 1
-        if len(result.sites) > MAX_SITES_PER_FILE:  # every site is judged by every rule of its scope
+        others = [s for s in result.sites if s.scope != "file.error"]
+        if len(others) > MAX_SITES_PER_FILE:  # every site is judged by every rule of its scope
             errors = [s for s in result.sites if s.scope == "file.error"]
-            others = [s for s in result.sites if s.scope != "file.error"]
             dropped = len(others) - MAX_SITES_PER_FILE
             first_dropped = others[MAX_SITES_PER_FILE]
             result.sites[:] = [*others[:MAX_SITES_PER_FILE], *errors]

@@ -719,7 +719,8 @@ static int emit(Scan *sc, Event *ev) {
     int code;
     TRY(category_code(sc, cat, catn, &code));
     if (code == TRACE_CODE) return OK; /* the whole profile's span: not an event the tables keep */
-    if (!isfinite(ts) || !isfinite(dur) || dur < 0.0) return BAIL; /* counted as malformed there */
+    /* counted as malformed there (events.time_problem: the same bounds, MAX_TS_US and MAX_DUR_US) */
+    if (!isfinite(ts) || !isfinite(dur) || dur < 0.0 || dur > 86400e6 || fabs(ts) > 9007199254740992.0) return BAIL;
     uint32_t name_id, thread_id;
     TRY(intern_name(&sc->names, name, namen, &name_id));
     TRY(intern_thread(&sc->threads, pid, tid, &thread_id));

@@ -126,6 +126,8 @@ def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = 
         step_us = sum(b - a for _, a, b in paced)
         out["gpu_paced_steps"] = True
         out["gpu_behind_host_ms"] = round((paced[-1][2] - ctx.steps[-1][2]) / 1000.0, 3)
+    if not step_us > 0:  # no time to share out (plausible_steps leaves no zero-length host step)
+        return out
     step_ms = step_us / 1000.0 / n
     gpu_busy = sum(v for k, v in parts.items() if k.startswith("gpu:")) / 1000.0 / n
     own_host_us = max(0.0, active_us - loader_us)
@@ -153,7 +155,7 @@ def bottleneck_metrics(t: EventTable, ctx: Context, compute_major: int | None = 
         out["matmul_fp32_simt_pct_of_gpu"] = round(100.0 * classes["matmul_fp32_simt"] / 1000.0 / n / gpu_busy, 2)
         out["fp32_simt_pct_of_gpu"] = round(100.0 * classes["gemm_fp32_simt"] / 1000.0 / n / gpu_busy, 2)
         out["gemm_lowp_unaligned_pct_of_gpu"] = round(100.0 * classes["gemm_lowp_unaligned"] / 1000.0 / n / gpu_busy, 2)
-    out["sync_gpu_idle_pct"] = round(100.0 * parts["idle:host sync"] / step_us, 2)
+    out["sync_gpu_idle_pct"] = round(100.0 * parts["idle:host sync"] / step_us, 2) if step_us > 0 else 0.0
     for name in PARTS:
         out["part_" + _slug(name) + "_ms"] = round(parts[name] / 1000.0 / n, 3)
     verdict = verdict_from_parts({p: parts[p] / 1000.0 / n for p in PARTS}, step_ms,

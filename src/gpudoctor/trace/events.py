@@ -57,6 +57,13 @@ _KIND_BY_CAT: dict[object, int] = {**_KIND_BY_CAT_LOWER, "Operator": K_CPU_OP, "
                                     "Kernel": K_KERNEL, "Memcpy": K_MEMCPY, "Memset": K_MEMSET}
 
 NAN = float("nan")
+#: The largest |ts| an event may have: 2^53 µs, 285 years after the Unix epoch (Kineto's clock is µs
+#: since the epoch or since boot). Beyond it a float no longer holds whole µs, so a step's end minus its
+#: start can be 0 (a trace with ts near 1e300 divided by that zero); such an event is malformed.
+MAX_TS_US = float(2**53)
+#: The longest duration an event may have: a day (a profile window lasts seconds to minutes; a
+#: 1e15 µs step was reported as "a 1000000000000.0 ms step"). Longer is malformed.
+MAX_DUR_US = 86_400e6
 #: Categories only the 2021 schema uses.
 _OLD_SCHEMA_CATS = frozenset({"Operator", "Kernel"})
 #: The builder's kind codes: :data:`_KIND_BY_CAT`'s, with the 2021 schema's own categories marked
@@ -343,11 +350,23 @@ class Builder:
             return
         ts = [e.ts for e in complete]
         dur = [e.dur for e in complete]
-        if not (math.isfinite(sum(ts) + sum(dur)) and min(dur) >= 0.0):
+        if not (math.isfinite(sum(ts) + sum(dur)) and min(dur) >= 0.0 and max(dur) <= MAX_DUR_US
+                and min(ts) >= -MAX_TS_US and max(ts) <= MAX_TS_US):
             complete, ts, dur = self._drop_bad_times(complete, ts, dur)
             if not complete:
                 return
             codes = bytes([_CODE_BY_CAT.get(e.cat, K_OTHER) for e in complete])
+        try:
+            stream, correlation, nbytes = _id_columns(complete)
+        except OverflowError:  # an id beyond 64 bits (a stream of 10^20): malformed, as the loose path says
+            fits = [all(-(1 << 63) <= v < (1 << 63) for v in (e.args.stream, e.args.correlation, e.args.bytes))
+                    for e in complete]
+            self.malformed["args of the wrong type"] += fits.count(False)
+            complete, ts, dur = list(compress(complete, fits)), list(compress(ts, fits)), list(compress(dur, fits))
+            if not complete:
+                return
+            codes = bytes([_CODE_BY_CAT.get(e.cat, K_OTHER) for e in complete])
+            stream, correlation, nbytes = _id_columns(complete)
         t = self.table
         self._add_kinds(codes)
         name_ids = self._name_ids
@@ -356,10 +375,9 @@ class Builder:
         t.thread.extend(array("I", [thread_ids.setdefault((e.pid, e.tid), len(thread_ids)) for e in complete]))
         t.ts.frombytes(doubles(ts))
         t.dur.frombytes(doubles(dur))
-        args = [e.args for e in complete]
-        t.stream.extend(array("q", [a.stream for a in args]))
-        t.correlation.extend(array("q", [a.correlation for a in args]))
-        t.nbytes.extend(array("q", [a.bytes for a in args]))
+        t.stream.extend(stream)
+        t.correlation.extend(correlation)
+        t.nbytes.extend(nbytes)
         self._note_resolution(ts)
 
     def _add_kinds(self, codes: bytes) -> None:
@@ -403,10 +421,11 @@ class Builder:
     def _drop_bad_times(self, complete: list[_Complete], ts: list[float],
                         dur: list[float]) -> tuple[list[_Complete], list[float], list[float]]:
         """Leave out (and count) events whose start or duration is missing, infinite or negative."""
-        keep = [math.isfinite(a) and math.isfinite(d) and d >= 0.0 for a, d in zip(ts, dur)]
-        for a, d in compress(zip(ts, dur), [not k for k in keep]):
-            reason = "negative duration" if math.isfinite(a) and math.isfinite(d) else "missing or non-finite ts/dur"
-            self.malformed[reason] += 1
+        reasons = [time_problem(a, d) for a, d in zip(ts, dur)]
+        keep = [r is None for r in reasons]
+        for reason in reasons:
+            if reason is not None:
+                self.malformed[reason] += 1
         return list(compress(complete, keep)), list(compress(ts, keep)), list(compress(dur, keep))
 
     def _add_memory(self, instants: list[_Instant]) -> None:
@@ -436,6 +455,26 @@ class Builder:
         self.table.names = list(self._name_ids)
         self.table.threads = list(self._thread_ids)
         return self.table
+
+
+def _id_columns(complete: list[_Complete]) -> tuple[array, array, array]:
+    """The stream, correlation and bytes columns of ``complete`` (OverflowError: an id beyond 64 bits)."""
+    args = [e.args for e in complete]
+    return (array("q", [a.stream for a in args]), array("q", [a.correlation for a in args]),
+            array("q", [a.bytes for a in args]))
+
+
+def time_problem(ts: float, dur: float) -> str | None:
+    """Why an event's start and duration cannot be true (the reason counted as malformed), or None."""
+    if not (math.isfinite(ts) and math.isfinite(dur)):
+        return "missing or non-finite ts/dur"
+    if dur < 0.0:
+        return "negative duration"
+    if dur > MAX_DUR_US:
+        return "duration above a day"
+    if abs(ts) > MAX_TS_US:
+        return "ts beyond 2^53 µs (285 years)"
+    return None
 
 
 def _number(value: Any) -> float | None:
@@ -479,8 +518,9 @@ def _from_loose(item: Any, malformed: Counter[str]) -> _Event | None:
     if ts is None or dur is None:
         malformed["ts/dur not numbers"] += 1
         return None
-    if dur < 0:
-        malformed["negative duration"] += 1
+    problem = time_problem(ts, dur) if item.ph == "X" else None
+    if problem is not None:
+        malformed[problem] += 1
         return None
     args: _Args = _NO_ARGS if item.ph == "X" else _NO_MEMORY_ARGS
     if item.args is not None:

@@ -34,7 +34,30 @@ except ImportError:  # pragma: no cover - the fallback
 #: it inflated: :class:`~gpudoctor.trace.split.GzipHalf`); a larger one is read by one process.
 IN_MEMORY_MAX_BYTES = 512 * 1024 * 1024
 _IN_BLOCK = 1 << 16
+#: The most one inflate call hands out (64 kB of zeros inflate to 64 MB in one piece otherwise, and
+#: the queue holds 8 pieces).
+_OUT_BLOCK = 1 << 20
 _END = b""
+#: A gzip trace may inflate to at most this many times its size on disk (and at least
+#: :data:`MIN_INFLATED_BYTES`): real Kineto traces inflate 7–30× (the public and H200 traces here:
+#: 7.5–30.3×); a 2 MB gzip of 2 GiB of zeros (1000×) took 6.2 GB of memory before it was refused.
+MAX_INFLATE_RATIO = 100
+MIN_INFLATED_BYTES = 64 * 1024 * 1024
+
+
+def inflated_limit(packed_bytes: int) -> int:
+    """The most JSON a gzip file of ``packed_bytes`` may inflate to (:data:`MAX_INFLATE_RATIO`)."""
+    return max(MIN_INFLATED_BYTES, MAX_INFLATE_RATIO * packed_bytes)
+
+
+class InflatesTooMuch(ValueError):
+    """A gzip stream that inflates past :func:`inflated_limit`: the message is the rest of a sentence."""
+
+    def __init__(self, packed_bytes: int) -> None:
+        super().__init__(f"it inflates to more than {inflated_limit(packed_bytes) / 1e6:.0f} MB of JSON, over "
+                         f"{MAX_INFLATE_RATIO}× its {packed_bytes / 1e6:.1f} MB on disk (traces inflate 7–30×): "
+                         "a gzip bomb, not a trace")
+        self.packed_bytes = packed_bytes
 
 
 def fast_zlib() -> Any:
@@ -67,8 +90,11 @@ def inflate_whole(packed: bytes, limit: int) -> bytes | None:
 class GunzipStream:
     """A read-only binary stream of the inflated content of a gzip file (all members)."""
 
-    def __init__(self, raw: BinaryIO, fast: bool = True) -> None:
+    def __init__(self, raw: BinaryIO, fast: bool = True, packed_bytes: int | None = None) -> None:
         self._raw = raw
+        #: what it may inflate to (:func:`inflated_limit` of the file's size), else InflatesTooMuch
+        self._packed = packed_bytes
+        self._room = inflated_limit(packed_bytes) if packed_bytes is not None else -1
         self._zlib: Any = _fast_zlib if fast and _fast_zlib is not None else zlib
         self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=8)
         self._stop = threading.Event()
@@ -81,7 +107,7 @@ class GunzipStream:
             try:
                 self._inflate_all(self._zlib)
             except Exception as exc:
-                if self._zlib is zlib or isinstance(exc, EOFError):
+                if self._zlib is zlib or isinstance(exc, (EOFError, InflatesTooMuch)):
                     raise
                 raise self._zlib_error(exc) from None
             self._put(_END)
@@ -115,19 +141,29 @@ class GunzipStream:
                 if inflater is not None or not started:
                     raise EOFError("the gzip stream ends before its end-of-stream marker (truncated)")
                 break
-            while block:
+            full = False  # the last call filled its _OUT_BLOCK: zlib may hold more output without input
+            while (block or full) and not self._stop.is_set():
                 if inflater is None:
                     if block[:1] != b"\x1f" and started:
                         break  # trailing garbage after the last member is ignored, as gzip does
                     inflater, started = zlib_module.decompressobj(31), True
-                out = inflater.decompress(block)
+                out = inflater.decompress(block, _OUT_BLOCK)
+                full = len(out) >= _OUT_BLOCK
                 if out:
+                    self._count(len(out))
                     self._put(out)
                 if inflater.eof:  # a next member may follow
-                    block = inflater.unused_data
+                    block, full = inflater.unused_data, False
                     inflater = None
                 else:
-                    block = b""
+                    block = inflater.unconsumed_tail  # more to inflate from this block: in pieces
+
+    def _count(self, inflated: int) -> None:
+        if self._packed is None:
+            return
+        self._room -= inflated
+        if self._room < 0:
+            raise InflatesTooMuch(self._packed)
 
     def _put(self, item: bytes | BaseException) -> None:
         while not self._stop.is_set():

@@ -50,6 +50,7 @@ from gpudoctor.trace.timeline import (
     hta_device_events,
     intersection_length,
     merge,
+    plausible_steps,
     step_spans,
     total,
 )
@@ -88,7 +89,8 @@ def compute_rank_metrics(trace: RankTrace, processes: int = 1) -> RankMetrics:
     """
     t = trace.events
     values: dict[str, FactValue] = {"trace_events": len(t)}
-    steps = step_spans(t)
+    steps, implausible = plausible_steps(step_spans(t))
+    trace.notes.extend(f"rank {trace.rank}: {note}" for note in implausible)
     # Steps that record CUDA graphs are warm-up, not the loop: left out when at least two others remain
     recording = graph_recording_steps(t, steps)
     if recording and len(steps) - recording < MIN_STEADY_STEPS:

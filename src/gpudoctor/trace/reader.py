@@ -61,7 +61,7 @@ from gpudoctor.trace.events import (
     _LooseHeader,
     malformed_note,
 )
-from gpudoctor.trace.gunzip import IN_MEMORY_MAX_BYTES, GunzipStream
+from gpudoctor.trace.gunzip import IN_MEMORY_MAX_BYTES, GunzipStream, InflatesTooMuch
 
 if TYPE_CHECKING:
     from gpudoctor.trace.split import GzipHalf
@@ -123,7 +123,9 @@ def find_trace_files(paths: Iterable[str | Path]) -> list[Path]:
     """Expand files and directories into the trace files to read, in a stable order.
 
     Symbolic links to directories are not followed (a link loop cannot make the walk endless);
-    inside a directory only regular files named ``*.json``/``*.json.gz`` are taken.
+    inside a directory every entry named ``*.json``/``*.json.gz`` is taken, so that one which is not a
+    regular file (a FIFO, a device, a symlink loop) is named in a note as left out when it is read
+    (:func:`_open` refuses it by ``stat``, without opening it).
 
     Raises:
         UserError: a path does not exist or is not a regular file or directory, a directory cannot be
@@ -170,7 +172,7 @@ def _walk(root: Path) -> list[Path]:
     for directory, _dirs, files in os.walk(root, onerror=errors.append):
         for name in files:
             q = Path(directory) / name
-            if _looks_like_trace_name(name) and _path_kind(q) == "file":
+            if looks_like_trace_name(name):  # a FIFO, device or link loop too: named as left out, not skipped unseen
                 found.append(q)
     if errors and not found:
         exc = errors[0]
@@ -178,7 +180,7 @@ def _walk(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _looks_like_trace_name(name: str) -> bool:
+def looks_like_trace_name(name: str) -> bool:
     low = name.lower()
     return (low.endswith(".json") or low.endswith(".json.gz")) and not low.endswith(".result.json")
 
@@ -196,14 +198,14 @@ def _open(path: Path) -> BinaryIO:
     fh.seek(0)
     if magic != b"\x1f\x8b":
         return fh
-    return GunzipStream(fh)  # type: ignore[return-value]
+    return GunzipStream(fh, packed_bytes=os.fstat(fh.fileno()).st_size)  # type: ignore[return-value]
 
 
 def _gzip_half(path: Path, processes: int, chunk_bytes: int) -> GzipHalf | None:
     """A child decoding the second half of a gzip trace's events (see :class:`GzipHalf`), when
     ``processes`` allows two, the gzip trailer says the JSON is :data:`PARALLEL_MIN_BYTES` to
     :data:`IN_MEMORY_MAX_BYTES` (the child holds it all in memory) and this process may fork."""
-    if processes < 2:
+    if processes < 2 or _path_kind(path) != "file":  # a FIFO would block the open (the reader says what it is)
         return None
     try:
         with path.open("rb") as fh:
@@ -246,6 +248,8 @@ def load_trace(path: str | Path, position: int = 0, chunk_bytes: int = CHUNK_BYT
         finally:
             if half is not None:
                 half.close()
+    except InflatesTooMuch as exc:
+        raise TraceFileError(f"{p} is not a readable trace: {exc}.", reason=str(exc)) from None
     except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
         reason = f"the file is truncated or corrupt ({exc})"
         raise TraceFileError(f"{p} is not a readable trace: {reason}.", reason=reason) from None
@@ -326,15 +330,13 @@ def _read_rest(fh: BinaryIO, first: bytes, path: Path) -> bytearray:
                 filled += got
         del data[filled:]
         return data
-    blocks = [first]
-    total = len(first)
+    whole = bytearray(first)  # grown in place (one copy of the JSON, not the blocks, their join and a copy)
     while True:
         block = fh.read(CHUNK_BYTES)
         if not block:
-            return bytearray(b"".join(blocks))
-        blocks.append(block)
-        total += len(block)
-        if total > MAX_WHOLE_BYTES:
+            return whole
+        whole += block
+        if len(whole) > MAX_WHOLE_BYTES:
             raise too_big
 
 
@@ -486,9 +488,12 @@ def _rank_trace(path: Path, position: int, header: _Header, builder: Builder) ->
                          "accelerator?): only device-wide metrics are computed.")
         else:
             notes.append(f"{path.name}: no GPU events (CPU-only trace): GPU metrics are not computed.")
+    bad = malformed_note(builder.malformed)
+    if len(table) == 0 and bad:  # every event has an impossible value: nothing to analyse, and why
+        raise TraceFileError(f"{path} holds no usable trace events: {bad}", corrupt=False,
+                             reason=f"no usable trace events: {bad[:-1]}")
     if len(table) == 0:
         notes.append(f"{path.name}: the trace has no complete events.")
-    bad = malformed_note(builder.malformed)
     if bad:
         notes.append(f"{path.name}: {bad}")
     return RankTrace(

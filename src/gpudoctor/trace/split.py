@@ -183,9 +183,10 @@ def _gzip_child(path: Path, middle: int, chunk_bytes: int, write_fd: int) -> Non
     """Inflate the file, send where its second half starts (0: none), then decode that half."""
     split = 0
     try:
-        from gpudoctor.trace.gunzip import IN_MEMORY_MAX_BYTES, inflate_whole
+        from gpudoctor.trace.gunzip import IN_MEMORY_MAX_BYTES, inflate_whole, inflated_limit
 
-        data = inflate_whole(path.read_bytes(), IN_MEMORY_MAX_BYTES)
+        packed = path.read_bytes()
+        data = inflate_whole(packed, min(IN_MEMORY_MAX_BYTES, inflated_limit(len(packed))))
         if data is not None and middle < len(data):
             found = data.find(_SEP, middle, middle + (1 << 20))
             split = found + 1 if found >= 0 else 0

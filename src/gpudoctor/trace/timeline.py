@@ -325,6 +325,43 @@ def step_spans(t: EventTable) -> list[tuple[int, float, float]]:
     return sorted(((k, a, b) for k, (a, b) in by_step.items()), key=lambda s: s[1])
 
 
+#: A first or last step separated from its neighbour by more than this many median step lengths (and
+#: at least :data:`OUTLIER_MIN_GAP_US`) is not part of the profile window: ``ProfilerStep#N`` spans are
+#: back to back (each runs from one ``prof.step()`` to the next), so such a gap is a moved timestamp.
+OUTLIER_GAP_STEPS = 100.0
+OUTLIER_MIN_GAP_US = 1e6
+
+
+def plausible_steps(steps: list[tuple[int, float, float]]) -> tuple[list[tuple[int, float, float]], list[str]]:
+    """The steps that can be true, and one sentence per kind left out.
+
+    A step of zero length (its end equals its start: a zero duration, or timestamps so large that a
+    float cannot tell them apart) gave ZeroDivisionError; a step moved far away (ts 1e17 in a window of
+    ms) flipped the verdict with no note. Both are left out of every metric and named here.
+    """
+    notes: list[str] = []
+    kept = [s for s in steps if s[2] - s[1] > 0.0]
+    if len(kept) < len(steps):
+        zero = [f"#{k}" for k, a, b in steps if not b - a > 0.0]
+        notes.append(f"{len(zero)} ProfilerStep span(s) of zero length left out ({', '.join(zero[:5])}"
+                     f"{' …' if len(zero) > 5 else ''}).")
+    if len(kept) >= 3:
+        lengths = sorted(b - a for _, a, b in kept)
+        limit = max(OUTLIER_MIN_GAP_US, OUTLIER_GAP_STEPS * lengths[len(lengths) // 2])
+        first, last = 0, len(kept)
+        while last - first >= 3 and kept[first + 1][1] - kept[first][2] > limit:
+            first += 1
+        while last - first >= 3 and kept[last - 1][1] - kept[last - 2][2] > limit:
+            last -= 1
+        far = kept[:first] + kept[last:]
+        if far:
+            shown = ", ".join(f"#{k} at ts {a:.6g} µs" for k, a, _ in far[:3])
+            notes.append(f"{len(far)} ProfilerStep span(s) far outside the others left out ({shown}; the other "
+                         f"steps lie within {kept[first][1]:.6g}–{kept[last - 1][2]:.6g} µs).")
+            kept = kept[first:last]
+    return kept, notes
+
+
 #: Calls that capture a CUDA graph: the runtime's instantiation (torch.cuda.graphs by hand, or
 #: torch.compile's CUDA-graph trees) and the trees' own record span.
 _GRAPH_CAPTURE_CALLS = frozenset({"cudaGraphInstantiate", "cudaGraphInstantiateWithFlags",
