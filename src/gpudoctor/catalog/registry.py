@@ -389,7 +389,7 @@ dead_rank_count                          live:ranks                             
 where_by_rank                            live:ranks                                    text    live.stragglers  where each rank's main thread is (py-spy), after a stall
 # --- static: Python training code (gpudoctor.static.python) ---
 file_kind                                static:*                                      text    static.sites     python, dockerfile, compose, k8s, shell
-file_uses_cuda                           static:python.*                               bool    static.python    the file moves work to CUDA
+file_uses_cuda                           static:python.*                               bool    static.python    the file itself moves work to CUDA (.cuda(), .to("cuda"/device), device=…, torch.device("cuda"))
 file_uses_ddp                            static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself uses DistributedDataParallel or init_process_group
 file_has_distributed_sampler             static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself mentions DistributedSampler
 file_is_entry_point                      static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file runs on its own: an if __name__ == "__main__" block or its own training loop
@@ -459,21 +459,24 @@ pre_release                              static:deploy.torch_install            
 launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
 reason                                   static:file.error                             text    static.sites     why the file could not be analysed
 detail                                   static:file.error                             text    static.sites     the error
-# --- static: the whole checked tree (and the project modules its Python files import: static.localimports);
-#     on the sites of a script that runs on its own, what that script and its imports reach instead ---
-project_uses_cuda                        static:run,python.*                           bool    static.runner    some checked file moves work to CUDA
-project_uses_ddp                         static:run,python.*                           bool    static.runner    some checked file uses DistributedDataParallel
-project_has_distributed_sampler          static:run,python.*                           bool    static.runner    some checked file uses a DistributedSampler
-project_pins_memory                      static:run,python.*                           bool    static.runner    some checked file pins host memory
-project_cudnn_benchmark                  static:run,python.*                           bool    static.runner    some checked file sets cudnn.benchmark
-project_uses_no_sync                     static:run,python.*                           bool    static.runner    some checked file uses DDP no_sync()
-project_has_grad_scaler                  static:run,python.*                           bool    static.runner    some checked file uses a GradScaler
-project_has_autocast                     static:run,python.*                           bool    static.runner    some checked file uses autocast
-project_dataloader_workers               static:run,python.*                           bool    static.runner    some checked DataLoader uses workers
-project_uses_compile                     static:run,python.*                           bool    static.runner    some checked file calls torch.compile (or Module.compile)
-project_reduces_tensors                  static:run,python.*                           bool    static.runner    some checked file wraps a model in DDP/FSDP or calls a collective
+# --- static: on a Python file's sites, the program it is part of: what it, the project modules it imports
+#     and (for a module) the scripts that import it do (static.localimports, static.runner); the run
+#     fact set holds the same over the whole checked tree, for deployment files ---
+project_uses_cuda                        static:run,python.*                           bool    static.runner    the program (run: any checked file) moves work to CUDA
+project_uses_ddp                         static:run,python.*                           bool    static.runner    the program (run: any checked file) uses DistributedDataParallel
+project_has_distributed_sampler          static:run,python.*                           bool    static.runner    the program (run: any checked file) uses a DistributedSampler
+project_pins_memory                      static:run,python.*                           bool    static.runner    the program (run: any checked file) pins host memory
+project_cudnn_benchmark                  static:run,python.*                           bool    static.runner    the program (run: any checked file) sets cudnn.benchmark
+project_uses_no_sync                     static:run,python.*                           bool    static.runner    the program (run: any checked file) uses DDP no_sync()
+project_has_grad_scaler                  static:run,python.*                           bool    static.runner    the program (run: any checked file) uses a GradScaler
+project_has_autocast                     static:run,python.*                           bool    static.runner    the program (run: any checked file) uses autocast
+project_dataloader_workers               static:run,python.*                           bool    static.runner    a DataLoader of the program (run: of any checked file) uses workers
+project_uses_compile                     static:run,python.*                           bool    static.runner    the program (run: any checked file) calls torch.compile (or Module.compile)
+project_reduces_tensors                  static:run,python.*                           bool    static.runner    the program (run: any checked file) wraps a model in DDP/FSDP or calls a collective
 project_python_files                     static:run                                    count   static.runner    Python files checked
 flag_scope                               static:run,python.*                           text    static.runner    where the project_* flags were looked for, in words
+file_is_test                             static:python.*                               bool    static.runner    the file is a test (tests/, test_*.py, *_test.py, conftest.py; [tool.gpudoctor] test-files)
+gpu_job                                  static:python.*                               bool    static.runner    the file is no test and its program puts work on a GPU (.cuda(), .to(device), device=…, Accelerator…): GPU-performance rules judge it
 # --- env: this machine (gpudoctor.static.machine) ---
 driver_version                           env:machine                                   text    static.machine   NVIDIA driver version
 driver_cuda                              env:machine                                   text    static.machine   CUDA version the driver supports

@@ -67,6 +67,8 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
     elif attr == "compile" and not node.args and qual is not None and not qual.startswith(("re.", "regex.")):
         ck.flags["uses_compile"] = True  # nn.Module.compile(**kwargs), compiles in place
     _unaligned_dims(ck, node, qual)
+    if not ck.flags["uses_cuda"] and marks_cuda_use(node, qual, attr, names):
+        ck.flags["uses_cuda"] = True
     is_conv = names.is_one_of(qual, pn.CONV_LAYERS) or (qual or "").startswith("torchvision.models.resnet")
     if is_conv and ck.first_conv is None:
         ck.first_conv = node
@@ -89,8 +91,6 @@ def _method(ck: PythonChecker, node: ast.Call, attr: str) -> None:
     if attr in ("cuda", "to"):
         on_cuda = attr == "cuda" or any(pn.mentions_cuda(a) for a in node.args) or any(
             isinstance(a, ast.Name) and "device" in a.id for a in node.args) or pn.keyword(node, "device") is not None
-        if on_cuda:
-            ck.flags["uses_cuda"] = True
         if pn.literal(pn.keyword(node, "non_blocking")) is True:
             ck.emit("python.non_blocking", node, call=pn.short(node, 50))
         receiver = func.value
@@ -99,6 +99,42 @@ def _method(ck: PythonChecker, node: ast.Call, attr: str) -> None:
                 factory in pn.TENSOR_FACTORIES
                 or (factory in pn.VALUE_FACTORIES and receiver.args and pn.is_literal_expr(receiver.args[0]))):
             ck.in_step("python.host_tensor_copy", node, call=pn.short(node, 50), factory=factory or "")
+
+
+#: Wrappers that put the model (and the batches they prepare) on the GPU when there is one.
+_GPU_WRAPPERS = ("Accelerator", "Fabric")
+
+
+def _names_device(node: ast.AST) -> bool:
+    """A CUDA device string, or a variable or attribute named like a device (``device``, ``args.device``,
+    ``local_rank``): ``.to(x)`` with such an argument moves the tensor to a GPU."""
+    if isinstance(node, ast.Constant):
+        return pn.mentions_cuda(node)
+    if isinstance(node, ast.IfExp):
+        return _names_device(node.body) or _names_device(node.orelse)
+    if isinstance(node, ast.Call):  # torch.device("cuda", rank)
+        return any(_names_device(a) for a in node.args)
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    lower = name.lower()
+    return "device" in lower or "rank" in lower or lower in ("gpu", "cuda")
+
+
+def marks_cuda_use(node: ast.Call, qual: str | None, attr: str | None, names: pn.Names) -> bool:
+    """Whether the call puts work on a GPU: ``.cuda()``, ``.to("cuda"/device)``, ``device="cuda"`` (or a
+    device variable) given to a factory or module, ``torch.device("cuda")``, ``torch.cuda.set_device``,
+    or a wrapper that places the model itself (``Accelerator``, ``Fabric``, ``deepspeed.initialize``).
+    Naming ``torch.cuda`` (``manual_seed_all``, ``is_available``) does not."""
+    if attr == "cuda":
+        return True
+    if attr == "to" and (any(_names_device(a) for a in node.args) or pn.keyword(node, "device") is not None):
+        return True
+    if qual in ("torch.device", "torch.cuda.set_device", "deepspeed.initialize"):
+        return qual != "torch.device" or any(_names_device(a) for a in node.args)
+    device = pn.keyword(node, "device")
+    if device is not None and _names_device(device):
+        return True
+    last = (qual or "").rsplit(".", 1)[-1]
+    return last in _GPU_WRAPPERS
 
 
 def _dataloader(ck: PythonChecker, node: ast.Call) -> None:

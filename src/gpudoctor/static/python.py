@@ -83,7 +83,7 @@ class PythonChecker(ast.NodeVisitor):
         self.first_conv: ast.Call | None = None
         self._dispatch: dict[type, Callable[[Any], None]] = {
             node_type: getattr(self, f"visit_{node_type.__name__}")
-            for node_type in (ast.Import, ast.ImportFrom, ast.Name, ast.Attribute, ast.Constant, ast.ClassDef,
+            for node_type in (ast.Import, ast.ImportFrom, ast.Name, ast.Attribute, ast.ClassDef,
                               ast.FunctionDef, ast.AsyncFunctionDef, ast.For, ast.AsyncFor, ast.While, ast.If,
                               ast.With, ast.AsyncWith, ast.Assign, ast.Call)
         }
@@ -200,15 +200,14 @@ class PythonChecker(ast.NodeVisitor):
             self.visit(base)
 
     def _check_dotted(self, node: ast.Name | ast.Attribute, qual: str) -> None:
+        # naming torch.cuda (``torch.cuda.manual_seed_all``, ``is_available()``) puts nothing on the GPU:
+        # ``uses_cuda`` comes from calls that do (pyextra.marks_cuda_use)
         if qual.startswith("torch.cuda"):
-            self.flags["uses_cuda"] = True
             parts = qual.split(".")
             if qual.startswith(pn.DEPRECATED_AMP_PREFIX) and parts[3] in pn.DEPRECATED_AMP_NAMES and \
                     not isinstance(node.ctx, ast.Store):
                 api = ".".join(parts[:4])
                 self.emit("python.deprecated_amp", node, api=api, replacement=api.replace("torch.cuda.amp.", "torch.amp."))
-        elif qual.endswith(".cuda"):
-            self.flags["uses_cuda"] = True
         if "DistributedSampler" in qual:
             self.flags["has_distributed_sampler"] = True
         elif qual in pn.COMPILE_CALLS:
@@ -217,10 +216,6 @@ class PythonChecker(ast.NodeVisitor):
             # any use, not only a call: timm's train.py builds ``partial(torch.autocast, …)`` once and
             # enters it in the loop, and GD201 warned "no autocast anywhere" on it
             self.flags["has_autocast"] = True
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if pn.mentions_cuda(node):
-            self.flags["uses_cuda"] = True
 
     # ---- scopes: classes, functions, loops, with, if -------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -330,7 +325,7 @@ class PythonChecker(ast.NodeVisitor):
         func = node.func
         qual = self.names.qualname(func)
         attr = func.attr if isinstance(func, ast.Attribute) else None
-        if attr == "backward" or qual == "torch.autograd.backward":
+        if attr == "backward" or qual == "torch.autograd.backward" or pn.is_loss_scaler_call(node):
             self._on_backward(node)
         elif attr == "step" and self.frames:
             frame = self.frames[-1]
