@@ -164,8 +164,10 @@ def rank_data(rank: RankFacts) -> dict[str, Any]:
 
 
 def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog | None = None,
-                options: Mapping[str, Mapping[str, Any]] | None = None, jobs: int | None = None) -> Report:
+                options: Mapping[str, Mapping[str, Any]] | None = None, jobs: int | None = None,
+                test_files: tuple[str, ...] | None = None) -> Report:
     """Static checks of files and directories (and, with ``env``, this machine), judged by the rules.
+    ``test_files``: the patterns of files judged as tests (None: the built-in ones).
 
     Raises:
         UserError: a path is missing or cannot be read.
@@ -184,9 +186,10 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
     context_files: list[str] = []
     names = [str(p) for p in paths]
     if names:
+        from gpudoctor.static.files import DEFAULT_TEST_FILES
         from gpudoctor.static.runner import run_checks
 
-        static = run_checks(names, jobs=jobs)
+        static = run_checks(names, jobs=jobs, test_files=DEFAULT_TEST_FILES if test_files is None else test_files)
         factsets.extend(static.factsets)
         ignores = static.ignores
         counts = static.files_by_kind

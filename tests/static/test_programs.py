@@ -52,3 +52,33 @@ def test_an_unrelated_autocast_does_not_hide_a_missing_one() -> None:
     got = _lines([PROGRAMS / "mixed"], PROGRAMS / "mixed")
     assert any(line.startswith("train_fp32.py:8:") and " GD201 " in line for line in got)
     assert not any(line.startswith("tests/") and " GD802 " not in line for line in got)
+
+
+#: Static rules on Python sites that judge tests and CPU-only code as any file: correctness and
+#: security, not GPU performance. Every other rule on a python.* scope must read ``gpu_job``.
+JUDGE_EVERY_FILE = {"GD205", "GD207", "GD310", "GD604", "GD611", "GD802", "GD899"}
+
+
+def test_gpu_performance_rules_judge_gpu_jobs_only() -> None:
+    from gpudoctor.catalog import load_catalog
+
+    missing = []
+    for rule in load_catalog():
+        for when in rule.whens:
+            if when.source.value == "static" and when.scope.startswith("python.") and \
+                    "gpu_job" not in when.condition.text and rule.code not in JUDGE_EVERY_FILE:
+                missing.append(f"{rule.code} ({when.scope}: {when.condition.text})")
+    assert not missing, "GPU-performance rules that would judge tests and CPU-only code: " + "; ".join(missing)
+
+
+def test_test_files_setting_brings_tests_back(tmp_path: Path) -> None:
+    import shutil
+
+    from gpudoctor.static.runner import run_checks
+
+    root = tmp_path / "mixed"
+    shutil.copytree(PROGRAMS / "mixed", root)
+    test = root / "tests" / "test_numerics.py"
+    judged = check_findings([root], test_files=())
+    assert {f.code for f in judged if f.location.path == str(test)} >= {"GD102", "GD105", "GD802"}
+    assert not run_checks([str(test)], jobs=1, test_files=()).factsets[0].values["file_is_test"]

@@ -143,7 +143,7 @@ def named_file_problem(path: str) -> str:
 #: pattern with a ``/`` is matched against every trailing part of the file's path inside its project
 #: (``tests/*`` matches any file under a ``tests`` directory at any depth), one without against the
 #: file name.
-DEFAULT_TEST_FILES = ("tests/*", "test/*", "testing/*", "test_*.py", "*_test.py", "conftest.py")
+DEFAULT_TEST_FILES = ("tests/*", "test/*", "testing/*", "test_*/*", "test_*.py", "*_test.py", "conftest.py")
 #: What marks the top directory of a project: paths are matched from there, so that a project kept
 #: under someone's ``~/tests/`` is not all tests.
 _PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")

@@ -146,10 +146,13 @@ def collect(results: list[FileResult], context: bool = False,
 
     run = StaticRun()
     flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
-    if context:
-        def is_test(path: str) -> bool:
-            return is_test_file(path, test_files)
 
+    def is_test(path: str) -> bool:
+        return is_test_file(path, test_files)
+
+    if not context:  # each file alone: its own flags are its program's
+        judge_by_program(results, {r.path: {k for k, v in r.flags.items() if v} for r in results}, {}, is_test)
+    else:
         found = project_context(results, lambda path: _check_one(path, "python"), is_test)
         run.context_files = found.files
         flags.update(dict.fromkeys(found.flags, True))
