@@ -22,7 +22,7 @@ from gpudoctor.trace.analysis import RankFacts, TraceSetFacts, analyze_rank, sta
 
 if TYPE_CHECKING:  # imported where used: `analyze` forks its workers before the rules side is loaded
     from gpudoctor.catalog import Catalog
-    from gpudoctor.model import FactSet
+    from gpudoctor.model import FactSet, Finding
     from gpudoctor.report.model import MetricTable, Report
     from gpudoctor.trace.reader import RankTrace
 
@@ -206,6 +206,15 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
     findings = [f for f in result.findings
                 if not is_ignored(f.code, f.location.line, ignores.get(f.location.path or "", {}))]
     suppressed = len(result.findings) - len(findings)
+    # each finding once: one rule at one place (a file reached by two names, two sites on one call)
+    places: set[tuple[str, str | None, int | None, int | None]] = set()
+    unique: list[Finding] = []
+    for finding in findings:
+        key = (finding.code, finding.location.path, finding.location.line, finding.location.col)
+        if key not in places:
+            places.add(key)
+            unique.append(finding)
+    findings = unique
     notes = [f"rule error: {e}" for e in result.errors]
     checked = sum(counts.values())
     if names:

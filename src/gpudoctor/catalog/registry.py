@@ -422,6 +422,8 @@ platform_branch                          static:python.process_group            
 file_reduces_tensors                     static:python.process_group                   bool    static.python    its file wraps a model in DDP/FSDP or calls a collective
 reader                                   static:python.whole_dataset_load              text    static.pyextra   the function reading the whole dataset
 to_host                                  static:python.non_blocking                    bool    static.pyextra   the copy goes to the host (.to("cpu"), .cpu()): a device-to-host copy
+loads_whole_model                        static:python.torch_load                      bool    static.pyextra   the load returns a pickled nn.Module (used as a module, or the file saves one whole): weights_only=True would fail
+safe_globals                             static:python.torch_load                      bool    static.pyextra   the load runs under torch.serialization.safe_globals (or after add_safe_globals): weights_only=True works
 use_reentrant                            static:python.checkpoint                      text    static.pyextra   checkpoint use_reentrant as written
 layer                                    static:python.conv_layer,python.conv_bias_bn  text    static.python    the layer
 module                                   static:python.cudagraph_reuse                 text    static.cudagraphs the CUDA-graph compiled module (or function) as written

@@ -1,7 +1,10 @@
-"""The compiler-style view of a ``check`` report: ``path:line:col: GD### message``, one per line.
+"""The compiler-style view of a ``check`` report: ``path:line:col: warning GD### message``, one per line.
 
 Editors, terminals and CI logs turn this shape into clickable links (flake8, ruff and TorchFix use
-it). Lines are grouped by file; on a terminal the code is coloured by severity. Renderers only
+it); the severity is a word on every line, as gcc, clang and mypy print it (``error``/``warning``/
+``note`` there; ``critical``/``warning``/``info`` here), so that a log read without colour, or
+grepped, still says which lines matter. Lines are grouped by file; on a terminal the severity and
+code are coloured by severity. Renderers only
 format; they never compute anything.
 """
 
@@ -18,9 +21,10 @@ _DIM, _BOLD, _RESET = "\033[2m", "\033[1m", "\033[0m"
 
 
 def finding_line(finding: Finding, color: bool = False) -> str:
-    """``path:line:col: GD301 message`` (the location part is left out when there is none)."""
+    """``path:line:col: warning GD301 message`` (the location part is left out when there is none)."""
     where = finding.location.describe()
-    code = f"{_COLORS[finding.severity]}{finding.code}{_RESET}" if color else finding.code
+    label = f"{finding.severity.value} {finding.code}"
+    code = f"{_COLORS[finding.severity]}{label}{_RESET}" if color else label
     place = f"{_BOLD}{where}{_RESET}" if color and where else where
     return f"{place}: {code} {finding.message}" if where else f"{code} {finding.message}"
 

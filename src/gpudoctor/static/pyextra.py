@@ -412,3 +412,56 @@ def deepspeed_json_precision(script: str) -> bool:
                                             not in (False, "false") for k in ("bf16", "fp16", "bfloat16")):
             return True
     return False
+
+
+#: Methods only a module has: ``m.eval()`` on what ``torch.load`` returned means a pickled nn.Module.
+_MODULE_METHODS = frozenset({"eval", "train", "parameters", "named_parameters", "state_dict", "modules",
+                             "children", "cuda", "half", "bfloat16", "forward", "named_modules"})
+
+
+def mark_whole_model_loads(tree: ast.Module, sites: list[Site]) -> None:
+    """Set ``loads_whole_model`` on each ``python.torch_load`` site: whether the load returns a whole
+    pickled ``nn.Module`` — the result is bound to a name that is then used as a module (``m.eval()``,
+    ``m(x)``, ``m.parameters()``), or the file saves a module whole (``torch.save(model, path)``, not
+    its ``state_dict()``). ``weights_only=True`` (GD802's usual fix, torch 2.6's default) makes such a
+    load fail: the fix is a state_dict, or ``weights_only=False`` for a trusted file. Under
+    ``torch.serialization.safe_globals([...])`` (or after ``add_safe_globals``) the classes it needs are
+    allowed and the load works with ``weights_only=True`` (pytorch/examples' super_resolution): such a
+    site has ``safe_globals`` instead."""
+    loads = [s for s in sites if s.scope == "python.torch_load"]
+    if not loads:
+        return
+    bound: dict[int, str] = {}  # line of a torch.load call → the name its result is bound to
+    used_as_module: set[str] = set()
+    saves_module = False
+    allowed: list[tuple[int, int]] = []  # lines under ``with torch.serialization.safe_globals([...])``
+    allowed_everywhere = False  # torch.serialization.add_safe_globals([...])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With):
+            for item in node.items:
+                expr = item.context_expr
+                if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "safe_globals":
+                    allowed.append((node.lineno, node.end_lineno or node.lineno))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_safe_globals":
+            allowed_everywhere = True
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            for call in ast.walk(node.value):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "load":
+                    bound[call.lineno] = node.targets[0].id
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _MODULE_METHODS and isinstance(func.value, ast.Name):
+                used_as_module.add(func.value.id)
+            elif isinstance(func, ast.Name):
+                used_as_module.add(func.id)
+            if isinstance(func, ast.Attribute) and func.attr == "save" and isinstance(func.value, ast.Name) and \
+                    func.value.id == "torch" and node.args and isinstance(node.args[0], ast.Name) and \
+                    any(w in node.args[0].id.lower() for w in ("model", "net", "module")):
+                saves_module = True
+    for site in loads:
+        name = bound.get(site.line)
+        safe = allowed_everywhere or any(a <= site.line <= b for a, b in allowed)
+        site.values["safe_globals"] = safe
+        model_name = name is not None and any(w in name.lower() for w in ("model", "net", "module"))
+        site.values["loads_whole_model"] = not safe and name is not None and (
+            name in used_as_module or (saves_module and model_name))

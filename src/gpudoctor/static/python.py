@@ -25,6 +25,7 @@ from gpudoctor.static.pyextra import (
     deepspeed_json_precision,
     file_context,
     low_precision_config,
+    mark_whole_model_loads,
     marks_cuda_use,
 )
 from gpudoctor.static.sites import FileResult, Site, find_ignores
@@ -491,6 +492,7 @@ def check_python(path: str, data: bytes) -> FileResult:
         checker.run(tree)
         result.sites.extend(cudagraph_reuse_sites(tree, checker.names))
         result.sites.extend(compile_no_effect_sites(tree, checker.names))
+        mark_whole_model_loads(tree, result.sites)
     except RecursionError:
         result.error("too-deep", "the file nests too deeply to be walked")
     return result
