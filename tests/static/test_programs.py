@@ -78,7 +78,7 @@ def test_test_files_setting_brings_tests_back(tmp_path: Path) -> None:
 
     root = tmp_path / "mixed"
     shutil.copytree(PROGRAMS / "mixed", root)
-    test = root / "tests" / "test_numerics.py"
+    test = root / "tests" / "numerics.py"
     judged = check_findings([root], test_files=())
     assert {f.code for f in judged if f.location.path == str(test)} >= {"GD102", "GD105", "GD802"}
     assert not run_checks([str(test)], jobs=1, test_files=()).factsets[0].values["file_is_test"]

@@ -28,9 +28,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 def test_examples_text_lines_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, str(EXAMPLES), "--color", "never")
     assert code == 1
-    assert f"{EXAMPLES / 'train.py'}:39:5: warning GD201 " in out
-    assert f"{EXAMPLES / 'Dockerfile'}:1:1: warning GD801 base image pytorch/pytorch:latest" in out
-    assert f"{EXAMPLES / 'job.yaml'}:10:11: critical GD705 " in out
+    assert f"{EXAMPLES / 'train.py'}:39:5: GD201 " in out
+    assert f"{EXAMPLES / 'Dockerfile'}:1:1: GD801 [warning] base image pytorch/pytorch:latest" in out
+    assert f"{EXAMPLES / 'job.yaml'}:10:11: GD705 " in out
     assert "checked 5 file(s)" in out
 
 

@@ -1,10 +1,7 @@
-"""The compiler-style view of a ``check`` report: ``path:line:col: warning GD### message``, one per line.
+"""The compiler-style view of a ``check`` report: ``path:line:col: GD### message``, one per line.
 
 Editors, terminals and CI logs turn this shape into clickable links (flake8, ruff and TorchFix use
-it); the severity is a word on every line, as gcc, clang and mypy print it (``error``/``warning``/
-``note`` there; ``critical``/``warning``/``info`` here), so that a log read without colour, or
-grepped, still says which lines matter. Lines are grouped by file; on a terminal the severity and
-code are coloured by severity. Renderers only
+it). Lines are grouped by file; on a terminal the code is coloured by severity. Renderers only
 format; they never compute anything.
 """
 
@@ -15,16 +12,17 @@ from typing import TextIO
 
 from gpudoctor.model import Finding, Severity
 from gpudoctor.report.model import Report
+from gpudoctor.report.tables import plain_lines
 
 _COLORS = {Severity.CRITICAL: "\033[1;31m", Severity.WARNING: "\033[1;33m", Severity.INFO: "\033[1;36m"}
 _DIM, _BOLD, _RESET = "\033[2m", "\033[1m", "\033[0m"
 
 
 def finding_line(finding: Finding, color: bool = False) -> str:
-    """``path:line:col: warning GD301 message`` (the location part is left out when there is none)."""
+    """``path:line:col: GD301 [warning] message`` (the location part is left out when there is none)."""
     where = finding.location.describe()
-    label = f"{finding.severity.value} {finding.code}"
-    code = f"{_COLORS[finding.severity]}{label}{_RESET}" if color else label
+    tag = f"{finding.code} [{finding.severity.value}]"
+    code = f"{_COLORS[finding.severity]}{tag}{_RESET}" if color else tag
     place = f"{_BOLD}{where}{_RESET}" if color and where else where
     return f"{place}: {code} {finding.message}" if where else f"{code} {finding.message}"
 
@@ -43,9 +41,10 @@ def write_lines(report: Report, out: TextIO, color: bool | None = None) -> None:
         previous = path
         out.write(finding_line(finding, color) + "\n")
     for table in report.tables:
-        out.write(f"\n{table.title}\n")
-        for row in table.rows:
-            out.write("  " + "  ".join(f"{row.get(c)}" for c in table.columns) + "\n")
+        out.write(f"\n{table.title}\n" if previous is not None else f"{table.title}\n")
+        previous = ""
+        for line in plain_lines(table):
+            out.write(f"  {line}\n")
     for item in report.not_evaluated:
         text = f"{item.code} {item.name} not evaluated: needs {item.needs}"
         out.write(f"{_DIM}{text}{_RESET}\n" if color else text + "\n")
