@@ -376,16 +376,28 @@ def _unaligned_dims(ck: PythonChecker, node: ast.Call, qual: str | None) -> None
                     padded=(value + 63) // 64 * 64)
 
 
+#: keys that make a JSON object or a dict a DeepSpeed config
+_DEEPSPEED_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "zero_optimization",
+                             "optimizer", "fp16", "bf16", "gradient_accumulation_steps"})
+
+
+def is_deepspeed_config(node: ast.Dict) -> bool:
+    """A dict literal with DeepSpeed config keys (``{"train_batch_size": …, "zero_optimization": …}``)."""
+    return any(isinstance(k, ast.Constant) and k.value in _DEEPSPEED_KEYS for k in node.keys)
+
+
 #: JSON files beside a DeepSpeed script that are read for its precision, at most (and bytes each)
 MAX_DEEPSPEED_CONFIGS = 32
 MAX_DEEPSPEED_CONFIG_BYTES = 256 * 1024
 
 
-def deepspeed_json_precision(script: str) -> bool:
+def deepspeed_json_precision(script: str) -> bool | None:
     """Whether a DeepSpeed config beside ``script`` (``*.json`` in its directory or a ``configs``-like
     subdirectory one level down) enables ``bf16`` or ``fp16``: ``deepspeed.initialize(args=args)``
     takes the precision from ``--deepspeed_config ds_config.json``, so the script's own code has no
-    autocast and no cast, and trains in bf16/fp16 all the same."""
+    autocast and no cast, and trains in bf16/fp16 all the same. None when no DeepSpeed config (a JSON
+    object with ``train_batch_size``, ``train_micro_batch_size_per_gpu``, ``zero_optimization``,
+    ``optimizer``, ``fp16`` or ``bf16``) is there: the precision is then not known."""
     import json
     import os
 
@@ -400,6 +412,7 @@ def deepspeed_json_precision(script: str) -> bool:
                 candidates.extend(os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith(".json"))
     except OSError:
         return False
+    found = False
     for path in candidates[:MAX_DEEPSPEED_CONFIGS]:
         try:
             if os.path.getsize(path) > MAX_DEEPSPEED_CONFIG_BYTES:
@@ -408,10 +421,13 @@ def deepspeed_json_precision(script: str) -> bool:
                 config = json.load(handle)
         except (OSError, ValueError, RecursionError):
             continue
-        if isinstance(config, dict) and any(isinstance(config.get(k), dict) and config[k].get("enabled", True)
-                                            not in (False, "false") for k in ("bf16", "fp16", "bfloat16")):
+        if not isinstance(config, dict) or not _DEEPSPEED_KEYS.intersection(config):
+            continue
+        found = True
+        if any(isinstance(config.get(k), dict) and config[k].get("enabled", True) not in (False, "false")
+               for k in ("bf16", "fp16", "bfloat16")):
             return True
-    return False
+    return False if found else None
 
 
 #: Methods only a module has: ``m.eval()`` on what ``torch.load`` returned means a pickled nn.Module.

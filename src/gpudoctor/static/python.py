@@ -24,6 +24,7 @@ from gpudoctor.static.pyextra import (
     conv_bias_pairs,
     deepspeed_json_precision,
     file_context,
+    is_deepspeed_config,
     low_precision_config,
     mark_whole_model_loads,
     marks_cuda_use,
@@ -90,6 +91,7 @@ class PythonChecker(ast.NodeVisitor):
         self.skip_calls: set[int] = set()
         self.first_conv: ast.Call | None = None
         self.deepspeed_engine = False  # calls deepspeed.initialize: its config may set the precision
+        self.deepspeed_config_seen = False  # a dict literal with DeepSpeed config keys
         self.gpu_names: set[str] = set()     # names bound to tensors put on the GPU (x = t.cuda())
         self.mapped_names: set[str] = set()  # names bound to a dataset tokenized up front (raw.map(f))
         self.dataset_calls: dict[str, ast.Call] = {}  # name → the Dataset call bound to it
@@ -150,8 +152,10 @@ class PythonChecker(ast.NodeVisitor):
                 self.result.sites.extend(fn.breakers)
         if self.first_conv is not None:
             self.emit("python.conv_layer", self.first_conv, layer=pn.short(self.first_conv.func))
-        if self.deepspeed_engine and not self.flags["sets_precision"]:
-            self.flags["sets_precision"] = deepspeed_json_precision(self.result.path)
+        if self.deepspeed_engine and not self.flags["sets_precision"] and not self.deepspeed_config_seen:
+            # the engine takes its precision from its config: one beside the script decides; with none
+            # this file shows (built by code it cannot read, passed at launch), the precision is unknown
+            self.flags["sets_precision"] = deepspeed_json_precision(self.result.path) is not False
         file_facts = file_context(tree, self.flags, self.result.sites)
         held = {cls for cls, getitem in self.getitems if pn.only_indexes(getitem, self.names)}
         self.result.in_memory_datasets = sorted(held)
@@ -350,6 +354,8 @@ class PythonChecker(ast.NodeVisitor):
     def visit_Dict(self, node: ast.Dict) -> None:
         if not self.flags["sets_precision"] and low_precision_config(node):
             self.flags["sets_precision"] = True
+        if not self.deepspeed_config_seen and is_deepspeed_config(node):
+            self.deepspeed_config_seen = True
         self.generic_visit(node)
 
     # ---- calls --------------------------------------------------------------------------------
