@@ -25,7 +25,7 @@ from gpudoctor.exitcodes import ExitCode, UserError
 #: A configuration file larger than this is refused (pyproject.toml files are a few KiB).
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 #: The keys of ``[tool.gpudoctor]`` (docs/rules-format.md, "User configuration").
-KEYS = ("rule-dirs", "select", "ignore", "fail-on", "options")
+KEYS = ("rule-dirs", "select", "ignore", "fail-on", "options", "test-files")
 #: The types an option's value may have in a config file (TOML's scalars, less dates).
 _OPTION_TYPES = (bool, int, float, str)
 
@@ -35,6 +35,8 @@ class Config(msgspec.Struct):
     ignore: list[str] = msgspec.field(default_factory=list)
     fail_on: str | None = None
     options: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    #: patterns of the files ``check`` judges as tests (None: the built-in list, static.files.DEFAULT_TEST_FILES)
+    test_files: list[str] | None = None
     path: Path | None = None
 
 
@@ -90,6 +92,7 @@ def _read(path: Path, required: bool) -> Config | None:
         ignore=_strings(table, "ignore", path),
         fail_on=fail_on,
         options=_options(table.get("options", {}), path),
+        test_files=_strings(table, "test-files", path) if "test-files" in table else None,
         path=path,
     )
 
@@ -98,7 +101,8 @@ def _strings(table: dict[str, Any], key: str, path: Path) -> list[str]:
     """A list of strings (``select``, ``ignore``, ``rule-dirs``); anything else names the key."""
     value = table.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        example = '["ci/gpudoctor-rules"]' if key == "rule-dirs" else '["GD1", "GD201"]'
+        example = {"rule-dirs": '["ci/gpudoctor-rules"]', "test-files": '["tests/*", "test_*.py"]'}.get(
+            key, '["GD1", "GD201"]')
         raise UserError(f"config {path}: {key} must be a list of strings, like {key} = {example}, not "
                         f"{_shown(value)}.", ExitCode.USAGE)
     return list(value)

@@ -22,7 +22,7 @@ from gpudoctor.trace.analysis import RankFacts, TraceSetFacts, analyze_rank, sta
 
 if TYPE_CHECKING:  # imported where used: `analyze` forks its workers before the rules side is loaded
     from gpudoctor.catalog import Catalog
-    from gpudoctor.model import FactSet
+    from gpudoctor.model import FactSet, Finding
     from gpudoctor.report.model import MetricTable, Report
     from gpudoctor.trace.reader import RankTrace
 
@@ -167,8 +167,10 @@ def rank_data(rank: RankFacts) -> dict[str, Any]:
 
 
 def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog | None = None,
-                options: Mapping[str, Mapping[str, Any]] | None = None, jobs: int | None = None) -> Report:
+                options: Mapping[str, Mapping[str, Any]] | None = None, jobs: int | None = None,
+                test_files: tuple[str, ...] | None = None) -> Report:
     """Static checks of files and directories (and, with ``env``, this machine), judged by the rules.
+    ``test_files``: the patterns of files judged as tests (None: the built-in ones).
 
     Raises:
         UserError: a path is missing or cannot be read.
@@ -189,9 +191,10 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
     skipped: list[str] = []
     names = [str(p) for p in paths]
     if names:
+        from gpudoctor.static.files import DEFAULT_TEST_FILES
         from gpudoctor.static.runner import run_checks
 
-        static = run_checks(names, jobs=jobs)
+        static = run_checks(names, jobs=jobs, test_files=DEFAULT_TEST_FILES if test_files is None else test_files)
         factsets.extend(static.factsets)
         ignores = static.ignores
         counts = static.files_by_kind
@@ -211,6 +214,15 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
     findings = [f for f in judged
                 if not is_ignored(f.code, f.location.line, ignores.get(f.location.path or "", {}))]
     suppressed = len(judged) - len(findings)
+    # each finding once: one rule at one place (a file reached by two names, two sites on one call)
+    places: set[tuple[str, str | None, int | None, int | None]] = set()
+    unique: list[Finding] = []
+    for finding in findings:
+        key = (finding.code, finding.location.path, finding.location.line, finding.location.col)
+        if key not in places:
+            places.add(key)
+            unique.append(finding)
+    findings = unique
     notes = [f"rule error: {e}" for e in result.errors]
     checked = sum(counts.values())
     if names:

@@ -104,3 +104,14 @@ def test_rule_files_must_be_regular_and_small(tmp_path: Path) -> None:
                        ("GD992-huge.md", "above the limit"), ("GD993-deep.md", "nested too deeply")]:
         with pytest.raises(RuleFileError, match=said):
             load_rule_file(tmp_path / name)  # a FIFO used to hang, /dev/zero to read until memory ran out
+
+
+def test_test_files_is_read_and_checked(tmp_path: Path) -> None:
+    (tmp_path / "gpudoctor.toml").write_text('test-files = ["qa/*"]\n')
+    assert load_config(start=tmp_path).test_files == ["qa/*"]
+    (tmp_path / "gpudoctor.toml").write_text('select = ["GD1"]\n')
+    assert load_config(start=tmp_path).test_files is None  # the built-in patterns
+    (tmp_path / "gpudoctor.toml").write_text('test-files = "tests/*"\n')
+    with pytest.raises(UserError) as info:
+        load_config(start=tmp_path)
+    assert "test-files must be a list of strings" in str(info.value) and info.value.code == ExitCode.USAGE

@@ -15,9 +15,11 @@ GOLDEN = DATA / "golden"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def check_findings(paths: list[Path], jobs: int = 1) -> list[Finding]:
-    """Findings of `gpudoctor check` on ``paths`` (built-in catalog, inline ignores applied)."""
-    run = run_checks([str(p) for p in paths], jobs=jobs)
+def check_findings(paths: list[Path], jobs: int = 1, test_files: tuple[str, ...] = ()) -> list[Finding]:
+    """Findings of `gpudoctor check` on ``paths`` (built-in catalog, inline ignores applied). The fixtures
+    live under tests/, so by default no file is taken for a test (``test_files`` as the user's
+    ``[tool.gpudoctor] test-files = []``); pass :data:`DEFAULT_TEST_FILES` to judge as ``check`` does."""
+    run = run_checks([str(p) for p in paths], jobs=jobs, test_files=test_files)
     result = evaluate(load_catalog(), run.factsets, [Source.STATIC])
     assert not result.errors, result.errors
     return [f for f in result.findings

@@ -143,12 +143,17 @@ def test_one_script_of_a_tree_does_not_hide_another_s_finding(tmp_path: Path) ->
     assert "in this script or the project modules it imports" in message
 
 
-def test_a_module_whose_loop_sits_in_a_function_is_judged_with_the_whole_tree(tmp_path: Path) -> None:
-    # a script may call engine.train_one_epoch under autocast: the module keeps the project-wide view
+def test_a_module_whose_loop_sits_in_a_function_is_judged_with_the_scripts_that_import_it(tmp_path: Path) -> None:
+    # a script calls engine.train_one_epoch under autocast: the module is judged with that script's
+    # program, whether the tree or the module alone is checked (the script beside it is read as context)
     (tmp_path / "engine.py").write_text(ENGINE)
     (tmp_path / "main.py").write_text('import torch\nfrom engine import train_one_epoch\n\n'
                                       'with torch.autocast("cuda", dtype=torch.bfloat16):\n'
                                       '    train_one_epoch(model.cuda(), loader, opt)\n')
     assert "GD201" not in _codes([tmp_path])
-    alone = _codes([tmp_path / "engine.py"])
-    assert alone.get("GD201") == {"engine.py"}
+    assert "GD201" not in _codes([tmp_path / "engine.py"])
+    # an unrelated script beside it that uses autocast does not count: it does not import the module
+    (tmp_path / "main.py").write_text('import torch\n\nwith torch.autocast("cuda", dtype=torch.bfloat16):\n'
+                                      '    pass\n')
+    assert _codes([tmp_path]).get("GD201") == {"engine.py"}
+    assert _codes([tmp_path / "engine.py"]).get("GD201") == {"engine.py"}

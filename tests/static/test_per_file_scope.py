@@ -70,8 +70,14 @@ def test_single_gpu_script_alone_is_clean(tmp_path: Path) -> None:
 
 
 def test_loader_module_of_a_ddp_project_is_info(tmp_path: Path) -> None:
+    # the module is part of the DDP script's program when the script imports it; a module no DDP script
+    # imports is judged alone (the facts of the project do not leak into it)
+    script = DDP_SCRIPT.replace("from torch.utils.data import DataLoader\n",
+                                "from torch.utils.data import DataLoader\nfrom data import make_loader\n")
+    found = _gd604(tmp_path, {"train_ddp.py": script, "data.py": DATA_MODULE})
+    assert found == {"train_ddp.py": ["11 warning"], "data.py": ["5 info"]}
     found = _gd604(tmp_path, {"train_ddp.py": DDP_SCRIPT, "data.py": DATA_MODULE})
-    assert found == {"train_ddp.py": ["10 warning"], "data.py": ["5 info"]}
+    assert found == {"train_ddp.py": ["10 warning"], "data.py": []}
 
 
 def test_a_distributed_sampler_elsewhere_silences_the_module(tmp_path: Path) -> None:

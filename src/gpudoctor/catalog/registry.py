@@ -409,7 +409,7 @@ dead_rank_count                          live:ranks                             
 where_by_rank                            live:ranks                                    text    live.stragglers  where each rank's main thread is (py-spy), after a stall
 # --- static: Python training code (gpudoctor.static.python) ---
 file_kind                                static:*                                      text    static.sites     python, dockerfile, compose, k8s, shell
-file_uses_cuda                           static:python.*                               bool    static.python    the file moves work to CUDA
+file_uses_cuda                           static:python.*                               bool    static.python    the file itself moves work to CUDA (.cuda(), .to("cuda"/device), device=…, torch.device("cuda"))
 file_uses_ddp                            static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself uses DistributedDataParallel or init_process_group
 file_has_distributed_sampler             static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself mentions DistributedSampler
 file_is_entry_point                      static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file runs on its own: an if __name__ == "__main__" block or its own training loop
@@ -417,7 +417,9 @@ num_workers                              static:python.dataloader               
 pin_memory                               static:python.dataloader                      text    static.pyextra   true / false / unset / dynamic
 persistent_workers                       static:python.dataloader                      text    static.pyextra   true / false / unset / dynamic
 sampler_given                            static:python.dataloader                      bool    static.pyextra   a sampler argument is passed
-dataset_in_memory                        static:python.dataloader                      bool    static.python    its dataset is a TensorDataset or a class (of the file, or imported by name from a project module) whose __getitem__ only indexes what it holds
+dataset_in_memory                        static:python.dataloader                      bool    static.python    its dataset is a TensorDataset, a dataset tokenized up front, or a class (of the file, or imported by name from a project module) whose __getitem__ only indexes what it holds
+dataset_on_gpu                           static:python.dataloader                      bool    static.pyextra   its dataset is a TensorDataset of tensors already on the GPU (workers and pinning would fail)
+dataset_pretokenized                     static:python.dataloader                      bool    static.pyextra   its dataset is a Hugging Face dataset tokenized up front (bound to a .map(...) result)
 dataset_class                            static:python.dataloader                      text    static.pyextra   the class of the DataLoader's dataset where the code names it (empty: unknown)
 kind                                     static:python.loop_call,file.error            text    static.python    item / cpu / tolist / numpy / print / synchronize (file.error: what went wrong)
 call                                     static:python.*                               text    static.python    the call as written
@@ -439,6 +441,9 @@ backend                                  static:python.process_group            
 platform_branch                          static:python.process_group                   bool    static.pyextra   the call is inside an if that picks code by operating system
 file_reduces_tensors                     static:python.process_group                   bool    static.python    its file wraps a model in DDP/FSDP or calls a collective
 reader                                   static:python.whole_dataset_load              text    static.pyextra   the function reading the whole dataset
+to_host                                  static:python.non_blocking                    bool    static.pyextra   the copy goes to the host (.to("cpu"), .cpu()): a device-to-host copy
+loads_whole_model                        static:python.torch_load                      bool    static.pyextra   the load returns a pickled nn.Module (used as a module, or the file saves one whole): weights_only=True would fail
+safe_globals                             static:python.torch_load                      bool    static.pyextra   the load runs under torch.serialization.safe_globals (or after add_safe_globals): weights_only=True works
 use_reentrant                            static:python.checkpoint                      text    static.pyextra   checkpoint use_reentrant as written
 layer                                    static:python.conv_layer,python.conv_bias_bn  text    static.python    the layer
 module                                   static:python.cudagraph_reuse                 text    static.cudagraphs the CUDA-graph compiled module (or function) as written
@@ -479,21 +484,25 @@ pre_release                              static:deploy.torch_install            
 launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
 reason                                   static:file.error                             text    static.sites     why the file could not be analysed
 detail                                   static:file.error                             text    static.sites     the error
-# --- static: the whole checked tree (and the project modules its Python files import: static.localimports);
-#     on the sites of a script that runs on its own, what that script and its imports reach instead ---
-project_uses_cuda                        static:run,python.*                           bool    static.runner    some checked file moves work to CUDA
-project_uses_ddp                         static:run,python.*                           bool    static.runner    some checked file uses DistributedDataParallel
-project_has_distributed_sampler          static:run,python.*                           bool    static.runner    some checked file uses a DistributedSampler
-project_pins_memory                      static:run,python.*                           bool    static.runner    some checked file pins host memory
-project_cudnn_benchmark                  static:run,python.*                           bool    static.runner    some checked file sets cudnn.benchmark
-project_uses_no_sync                     static:run,python.*                           bool    static.runner    some checked file uses DDP no_sync()
-project_has_grad_scaler                  static:run,python.*                           bool    static.runner    some checked file uses a GradScaler
-project_has_autocast                     static:run,python.*                           bool    static.runner    some checked file uses autocast
-project_dataloader_workers               static:run,python.*                           bool    static.runner    some checked DataLoader uses workers
-project_uses_compile                     static:run,python.*                           bool    static.runner    some checked file calls torch.compile (or Module.compile)
-project_reduces_tensors                  static:run,python.*                           bool    static.runner    some checked file wraps a model in DDP/FSDP or calls a collective
+# --- static: on a Python file's sites, the program it is part of: what it, the project modules it imports
+#     and (for a module) the scripts that import it do (static.localimports, static.runner); the run
+#     fact set holds the same over the whole checked tree, for deployment files ---
+project_uses_cuda                        static:run,python.*                           bool    static.runner    the program (run: any checked file) moves work to CUDA
+project_uses_ddp                         static:run,python.*                           bool    static.runner    the program (run: any checked file) uses DistributedDataParallel
+project_has_distributed_sampler          static:run,python.*                           bool    static.runner    the program (run: any checked file) uses a DistributedSampler
+project_pins_memory                      static:run,python.*                           bool    static.runner    the program (run: any checked file) pins host memory (DataLoader(pin_memory=True), .pin_memory(), a factory's pin_memory=True)
+project_cudnn_benchmark                  static:run,python.*                           bool    static.runner    the program (run: any checked file) sets cudnn.benchmark
+project_uses_no_sync                     static:run,python.*                           bool    static.runner    the program (run: any checked file) uses DDP no_sync()
+project_has_grad_scaler                  static:run,python.*                           bool    static.runner    the program (run: any checked file) uses a GradScaler
+project_has_autocast                     static:run,python.*                           bool    static.runner    the program (run: any checked file) uses autocast
+project_dataloader_workers               static:run,python.*                           bool    static.runner    a DataLoader of the program (run: of any checked file) uses workers
+project_uses_compile                     static:run,python.*                           bool    static.runner    the program (run: any checked file) calls torch.compile (or Module.compile)
+project_reduces_tensors                  static:run,python.*                           bool    static.runner    the program (run: any checked file) wraps a model in DDP/FSDP or calls a collective
+project_sets_precision                   static:run,python.*                           bool    static.runner    the program (run: any checked file) sets bf16/fp16/fp8 without autocast: weights cast (.bfloat16(), .half(), .to(torch.bfloat16)), fp8 matmuls, Accelerator(mixed_precision), Fabric/Trainer(precision), TrainingArguments(bf16/fp16/tf32), a DeepSpeed config with bf16/fp16
 project_python_files                     static:run                                    count   static.runner    Python files checked
 flag_scope                               static:run,python.*                           text    static.runner    where the project_* flags were looked for, in words
+file_is_test                             static:python.*                               bool    static.runner    the file is a test (tests/, test_*.py, *_test.py, conftest.py; [tool.gpudoctor] test-files)
+gpu_job                                  static:python.*                               bool    static.runner    the file is no test and its program puts work on a GPU (.cuda(), .to(device), device=…, Accelerator…): GPU-performance rules judge it
 # --- env: this machine (gpudoctor.static.machine) ---
 driver_version                           env:machine                                   text    static.machine   NVIDIA driver version
 driver_cuda                              env:machine                                   text    static.machine   CUDA version the driver supports

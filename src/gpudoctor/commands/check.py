@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
     refuse_overwriting_inputs(args.output, paths, lambda path: classify(path) is not None)
     unanalyzable = _named_files_not_analyzable(paths)
-    report = check_paths(paths, env=args.env, catalog=catalog, options=config.options, jobs=args.jobs)
+    report = check_paths(paths, env=args.env, catalog=catalog, options=config.options, jobs=args.jobs,
+                         test_files=None if config.test_files is None else tuple(config.test_files))
     _write(report, args, catalog)
     if unanalyzable:  # the report lists them (GD899); the exit status must not say "all clear"
         shown = "; ".join(f"{path} ({problem})" for path, problem in unanalyzable[:3])

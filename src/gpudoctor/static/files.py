@@ -11,6 +11,8 @@ raises for a file the user did not name; a named file that cannot be analysed is
 from __future__ import annotations
 
 import errno
+import fnmatch
+import functools
 import io
 import os
 import stat
@@ -167,3 +169,48 @@ def named_file_problem(path: str) -> str:
     kind = classify(named) or (_sniff(named) if named.is_file() else None) or "unknown"
     data, problem = read_bytes(path, kind)
     return problem if data is None else decoding_problem(data, kind)
+
+
+#: Files judged as tests, not training jobs (``[tool.gpudoctor] test-files`` replaces the list): a
+#: pattern with a ``/`` is matched against every trailing part of the file's path inside its project
+#: (``tests/*`` matches any file under a ``tests`` directory at any depth), one without against the
+#: file name.
+DEFAULT_TEST_FILES = ("tests/*", "test/*", "testing/*", "test_*/*", "test_*.py", "*_test.py", "conftest.py")
+#: What marks the top directory of a project: paths are matched from there, so that a project kept
+#: under someone's ``~/tests/`` is not all tests.
+_PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+
+
+@functools.lru_cache(maxsize=4096)
+def _project_root(directory: str) -> str | None:
+    here = directory
+    while True:
+        if any(os.path.exists(os.path.join(here, marker)) for marker in _PROJECT_MARKERS):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def is_test_file(path: str, patterns: tuple[str, ...] = DEFAULT_TEST_FILES) -> bool:
+    """Whether ``path`` is a test by ``patterns`` (see :data:`DEFAULT_TEST_FILES`), matched on its path
+    inside its project (the nearest directory above it with ``.git``, ``pyproject.toml``, ``setup.py``
+    or ``setup.cfg``; with none, on the file name alone)."""
+    if not patterns:
+        return False
+    full = os.path.abspath(path)
+    root = _project_root(os.path.dirname(full))
+    inside = os.path.relpath(full, root) if root is not None else os.path.basename(full)
+    parts = inside.replace(os.sep, "/").split("/")
+    name = parts[-1]
+    for pattern in patterns:
+        if "/" not in pattern:
+            if fnmatch.fnmatchcase(name, pattern):
+                return True
+            continue
+        head = pattern.split("/", 1)[0]
+        for start in range(len(parts) - 1):
+            if fnmatch.fnmatchcase(parts[start], head) and fnmatch.fnmatchcase("/".join(parts[start:]), pattern):
+                return True
+    return False

@@ -76,16 +76,24 @@ class ProjectContext:
     files: list[str] = field(default_factory=list)
     #: flags the checked files and what they import bring to the project as a whole
     flags: set[str] = field(default_factory=set)
-    #: per checked entry-point script (its path): the flags it and what it imports reach
+    #: per checked Python file (its path): the flags of the program it is part of — what it and the
+    #: project modules it imports do, and, for a module, what the scripts that import it do
     reach: dict[str, set[str]] = field(default_factory=dict)
     #: per checked Python file: in-memory dataset classes it imports by name from project modules
     datasets: dict[str, set[str]] = field(default_factory=dict)
+    #: per checked Python file: the scripts (entry points, not tests) whose programs hold it
+    programs: dict[str, list[str]] = field(default_factory=dict)
 
 
-def project_context(checked: Iterable[FileResult], parse: Callable[[str], FileResult]) -> ProjectContext:
-    """Follow the ``checked`` Python files' imports of project modules: a script (``entry_point``) up to
-    :data:`MAX_DEPTH` levels and :data:`MAX_REACH_MODULES` modules, any other module one level; at most
-    :data:`MAX_CONTEXT_FILES` modules that were not checked are read, by ``parse``."""
+def project_context(checked: Iterable[FileResult], parse: Callable[[str], FileResult],
+                    is_test: Callable[[str], bool] = lambda path: False) -> ProjectContext:
+    """Follow every checked Python file's imports of project modules, up to :data:`MAX_DEPTH` levels and
+    :data:`MAX_REACH_MODULES` modules; at most :data:`MAX_CONTEXT_FILES` modules that were not checked
+    are read, by ``parse``. A module that is not a script is also judged with the scripts that import
+    it: those checked, and those beside it or one directory up (read as context, so that checking a
+    folder gives a file the findings that checking the repository gives it). Test files (``is_test``)
+    never lend their flags to the modules they import (an ``autocast("cpu")`` in a numerics test does
+    not make the training loop it tests mixed-precision)."""
     _module_file_in.cache_clear()  # files may have come or gone since the last run in this process
     importers = [r for r in checked if r.kind == "python"]
     by_real = {os.path.realpath(r.path): r for r in importers}
@@ -103,13 +111,12 @@ def project_context(checked: Iterable[FileResult], parse: Callable[[str], FileRe
             out.files.append(known.path)
         return known
 
-    for script in importers:
+    def follow(script: FileResult) -> tuple[set[str], list[FileResult]]:
         reached = {k for k, v in script.flags.items() if v}
         seen = {id(script)}
+        modules: list[FileResult] = []
         frontier = [script]
-        # a module's own flags are in the project's already; from it, one level of imports (what it
-        # brings from modules that were not checked). A script follows its imports deeper.
-        for _ in range(MAX_DEPTH if script.entry_point else 1):
+        for _ in range(MAX_DEPTH):
             if len(seen) > MAX_REACH_MODULES:
                 break
             following: list[FileResult] = []
@@ -127,13 +134,65 @@ def project_context(checked: Iterable[FileResult], parse: Callable[[str], FileRe
                     if id(module) not in seen:
                         seen.add(id(module))
                         following.append(module)
+                        modules.append(module)
             frontier = following
             if not frontier:
                 break
-        out.flags |= reached
-        if script.entry_point:
-            out.reach[script.path] = reached
+        return reached, modules
+
+    followed: dict[int, tuple[set[str], list[FileResult]]] = {}
+    for script in importers:
+        followed[id(script)] = follow(script)
+        out.flags |= followed[id(script)][0]
+    # the files that may run a checked module: checked ones, and those beside it or one level up
+    scripts = [r for r in importers if not is_test(r.path)]
+    known = {os.path.abspath(r.path) for r in importers}
+    for path in _neighbour_scripts(importers, known, is_test):
+        if len(out.files) >= MAX_CONTEXT_FILES:
+            break
+        found = module_at(path)
+        if found is not None and all(found is not r for r in scripts):
+            scripts.append(found)
+    program = {id(r): set(followed[id(r)][0]) for r in importers}
+    for script in scripts:
+        reached, modules = followed.get(id(script)) or follow(script)
+        for module in modules:
+            if id(module) in program and not module.entry_point and module is not script:
+                program[id(module)] |= reached
+                out.programs.setdefault(module.path, []).append(script.path)
+    for result in importers:
+        out.reach[result.path] = program[id(result)]
     return out
+
+
+#: Sites whose judgement depends on the program around them: a module holding one is worth the scripts
+#: beside it that may import it.
+_PROGRAM_SCOPES = frozenset({"python.training_loop", "python.dataloader", "python.non_blocking", "python.loop_call"})
+
+
+def _neighbour_scripts(importers: list[FileResult], known: set[str], is_test: Callable[[str], bool]) -> list[str]:
+    """Python files beside, or one directory above, a checked module that is not a script and whose sites
+    depend on the program around it; files that were checked, and tests, are left out."""
+    directories: list[str] = []
+    for result in importers:
+        if result.entry_point or is_test(result.path) or not any(s.scope in _PROGRAM_SCOPES for s in result.sites):
+            continue
+        here = os.path.dirname(os.path.abspath(result.path))
+        for directory in (here, os.path.dirname(here)):
+            if directory not in directories:
+                directories.append(directory)
+    found: list[str] = []
+    for directory in directories:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            if name.endswith(".py") and path not in known and not is_test(path) and os.path.isfile(path):
+                known.add(path)
+                found.append(path)
+    return found
 
 
 def _too_big(path: str) -> bool:

@@ -175,6 +175,16 @@ def mentions_cuda(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda")
 
 
+def is_loss_scaler_call(call: ast.Call) -> bool:
+    """``loss_scaler(loss, optimizer, …)``: timm's / DeiT's / MAE's ``NativeScaler`` object, called with the
+    loss and the optimizer, runs ``scaler.scale(loss).backward()`` and the step inside: the loop around it
+    trains. Only a call of the scaler object itself (a name ending in ``scaler``) with at least two
+    positional arguments counts, not ``scaler.scale(loss)`` or ``GradScaler()``."""
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name.lower().endswith("scaler") and not name[:1].isupper() and len(call.args) >= 2
+
+
 def test_traits(node: ast.AST) -> tuple[bool, bool]:
     """For an ``if`` test: (periodic — has ``%``, e.g. ``step % 100 == 0``; guards on the rank)."""
     periodic = rank = False

@@ -19,12 +19,21 @@ from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
 from gpudoctor.static.cudagraphs import cudagraph_reuse_sites
 from gpudoctor.static.pycompile import compile_no_effect_sites
-from gpudoctor.static.pyextra import check_call_extras, conv_bias_pairs, file_context
+from gpudoctor.static.pyextra import (
+    check_call_extras,
+    conv_bias_pairs,
+    deepspeed_json_precision,
+    file_context,
+    is_deepspeed_config,
+    low_precision_config,
+    mark_whole_model_loads,
+    marks_cuda_use,
+)
 from gpudoctor.static.sites import FileResult, Site, find_ignores
 
 #: Project-wide flags every Python file contributes to (OR-ed over files; see ``static/runner.py``).
 FLAGS = ("uses_cuda", "uses_ddp", "has_distributed_sampler", "pins_memory", "cudnn_benchmark", "uses_no_sync",
-         "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile", "reduces_tensors")
+         "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile", "reduces_tensors", "sets_precision")
 
 
 #: Fields that never hold nodes the walker cares about (expression contexts, operators).
@@ -81,11 +90,16 @@ class PythonChecker(ast.NodeVisitor):
         self.platform_depth = 0  # inside an ``if`` that picks code by operating system
         self.skip_calls: set[int] = set()
         self.first_conv: ast.Call | None = None
+        self.deepspeed_engine = False  # calls deepspeed.initialize: its config may set the precision
+        self.deepspeed_config_seen = False  # a dict literal with DeepSpeed config keys
+        self.gpu_names: set[str] = set()     # names bound to tensors put on the GPU (x = t.cuda())
+        self.mapped_names: set[str] = set()  # names bound to a dataset tokenized up front (raw.map(f))
+        self.dataset_calls: dict[str, ast.Call] = {}  # name → the Dataset call bound to it
         self._dispatch: dict[type, Callable[[Any], None]] = {
             node_type: getattr(self, f"visit_{node_type.__name__}")
-            for node_type in (ast.Import, ast.ImportFrom, ast.Name, ast.Attribute, ast.Constant, ast.ClassDef,
+            for node_type in (ast.Import, ast.ImportFrom, ast.Name, ast.Attribute, ast.ClassDef,
                               ast.FunctionDef, ast.AsyncFunctionDef, ast.For, ast.AsyncFor, ast.While, ast.If,
-                              ast.With, ast.AsyncWith, ast.Assign, ast.Call)
+                              ast.With, ast.AsyncWith, ast.Assign, ast.Call, ast.Dict)
         }
 
     # ---- traversal: a dispatch table and cached child fields (≈2× faster than NodeVisitor) ------
@@ -138,6 +152,10 @@ class PythonChecker(ast.NodeVisitor):
                 self.result.sites.extend(fn.breakers)
         if self.first_conv is not None:
             self.emit("python.conv_layer", self.first_conv, layer=pn.short(self.first_conv.func))
+        if self.deepspeed_engine and not self.flags["sets_precision"] and not self.deepspeed_config_seen:
+            # the engine takes its precision from its config: one beside the script decides; with none
+            # this file shows (built by code it cannot read, passed at launch), the precision is unknown
+            self.flags["sets_precision"] = deepspeed_json_precision(self.result.path) is not False
         file_facts = file_context(tree, self.flags, self.result.sites)
         held = {cls for cls, getitem in self.getitems if pn.only_indexes(getitem, self.names)}
         self.result.in_memory_datasets = sorted(held)
@@ -147,7 +165,8 @@ class PythonChecker(ast.NodeVisitor):
             if site.scope in ("python.whole_dataset_load", "python.dataloader"):
                 site.values.update(file_facts)  # DDP is judged per file, not from another script
             if site.scope == "python.dataloader":
-                site.values["dataset_in_memory"] = site.values["dataset_class"] in held
+                site.values["dataset_in_memory"] = site.values["dataset_class"] in held or \
+                    bool(site.values["dataset_pretokenized"])
             elif site.scope == "python.process_group":
                 site.values["file_reduces_tensors"] = self.flags["reduces_tensors"]
         self.result.flags = self.flags
@@ -200,15 +219,14 @@ class PythonChecker(ast.NodeVisitor):
             self.visit(base)
 
     def _check_dotted(self, node: ast.Name | ast.Attribute, qual: str) -> None:
+        # naming torch.cuda (``torch.cuda.manual_seed_all``, ``is_available()``) puts nothing on the GPU:
+        # ``uses_cuda`` comes from calls that do (pyextra.marks_cuda_use)
         if qual.startswith("torch.cuda"):
-            self.flags["uses_cuda"] = True
             parts = qual.split(".")
             if qual.startswith(pn.DEPRECATED_AMP_PREFIX) and parts[3] in pn.DEPRECATED_AMP_NAMES and \
                     not isinstance(node.ctx, ast.Store):
                 api = ".".join(parts[:4])
                 self.emit("python.deprecated_amp", node, api=api, replacement=api.replace("torch.cuda.amp.", "torch.amp."))
-        elif qual.endswith(".cuda"):
-            self.flags["uses_cuda"] = True
         if "DistributedSampler" in qual:
             self.flags["has_distributed_sampler"] = True
         elif qual in pn.COMPILE_CALLS:
@@ -217,10 +235,6 @@ class PythonChecker(ast.NodeVisitor):
             # any use, not only a call: timm's train.py builds ``partial(torch.autocast, …)`` once and
             # enters it in the loop, and GD201 warned "no autocast anywhere" on it
             self.flags["has_autocast"] = True
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if pn.mentions_cuda(node):
-            self.flags["uses_cuda"] = True
 
     # ---- scopes: classes, functions, loops, with, if -------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -317,6 +331,7 @@ class PythonChecker(ast.NodeVisitor):
                     not (isinstance(value.func, ast.Attribute) and value.func.attr in pn.SYNC_METHODS):
                 self.frames[-1].tensor_names.add(target.id)
             if isinstance(target, ast.Name) and isinstance(value, ast.Call):
+                self._note_data_binding(target.id, value)
                 root = value  # Net().to(device).half() → Net()
                 while isinstance(root.func, ast.Attribute) and isinstance(root.func.value, ast.Call):
                     root = root.func.value
@@ -325,12 +340,30 @@ class PythonChecker(ast.NodeVisitor):
                 if self.names.qualname(value.func) == "torch.compile" and value.args:
                     self._mark_compiled(value.args[0])
 
+    def _note_data_binding(self, name: str, value: ast.Call) -> None:
+        """What a name bound to a call holds, for the DataLoader that may take it later in the file."""
+        func = value.func
+        attr = func.attr if isinstance(func, ast.Attribute) else None
+        if attr is not None and marks_cuda_use(value, self.names.qualname(func), attr, self.names) or pn.keyword(value, "device") is not None and marks_cuda_use(value, None, None, self.names):
+            self.gpu_names.add(name)
+        if attr in ("map", "with_format", "set_format") and (value.args or value.keywords):
+            self.mapped_names.add(name)
+        if self.names.matches(func, pn.TENSOR_DATASET):
+            self.dataset_calls[name] = value
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        if not self.flags["sets_precision"] and low_precision_config(node):
+            self.flags["sets_precision"] = True
+        if not self.deepspeed_config_seen and is_deepspeed_config(node):
+            self.deepspeed_config_seen = True
+        self.generic_visit(node)
+
     # ---- calls --------------------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         qual = self.names.qualname(func)
         attr = func.attr if isinstance(func, ast.Attribute) else None
-        if attr == "backward" or qual == "torch.autograd.backward":
+        if attr == "backward" or qual == "torch.autograd.backward" or pn.is_loss_scaler_call(node):
             self._on_backward(node)
         elif attr == "step" and self.frames:
             frame = self.frames[-1]
@@ -465,6 +498,7 @@ def check_python(path: str, data: bytes) -> FileResult:
         checker.run(tree)
         result.sites.extend(cudagraph_reuse_sites(tree, checker.names))
         result.sites.extend(compile_no_effect_sites(tree, checker.names))
+        mark_whole_model_loads(tree, result.sites)
     except RecursionError:
         result.error("too-deep", "the file nests too deeply to be walked")
     return result

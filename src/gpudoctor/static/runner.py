@@ -2,20 +2,22 @@
 
 One read and one parse per file. Files are checked in worker processes when there are enough of
 them and more than one CPU (measured: see bench/README.md); results come back as plain picklable
-:class:`FileResult` objects. Project-wide context (does any checked file use CUDA, DDP, DataLoader
-workers, a GradScaler…) becomes one fact set of scope ``run`` that every static rule can read.
+:class:`FileResult` objects. Each Python file is judged by its program (:func:`judge_by_program`): the
+``project_*`` facts on its sites say what it, the project modules it imports and the scripts that import
+it do. What all checked files do together (DataLoader workers for a Compose file's shared memory…)
+becomes one fact set of scope ``run`` for the deployment files' rules.
 This module decides nothing about findings.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from gpudoctor.model import FactSet, FactValue, Source
-from gpudoctor.static.files import decoding_problem, iter_files, read_bytes
+from gpudoctor.static.files import DEFAULT_TEST_FILES, decoding_problem, is_test_file, iter_files, read_bytes
 from gpudoctor.static.sites import FileResult
 
 #: Below this many files one process is faster than starting workers.
@@ -78,8 +80,10 @@ def _check_chunk(items: list[tuple[str, str]]) -> list[FileResult]:
     return [_check_one(path, kind) for path, kind in items]
 
 
-def run_checks(paths: Iterable[str], jobs: int | None = None) -> StaticRun:
-    """Check every file under ``paths``; ``jobs`` worker processes (default: CPU count)."""
+def run_checks(paths: Iterable[str], jobs: int | None = None,
+               test_files: tuple[str, ...] = DEFAULT_TEST_FILES) -> StaticRun:
+    """Check every file under ``paths``; ``jobs`` worker processes (default: CPU count); ``test_files``:
+    the patterns of files judged as tests (:func:`~gpudoctor.static.files.is_test_file`)."""
     skipped: list[str] = []
     items = list(iter_files(paths, skipped))
     workers = jobs if jobs is not None else min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
@@ -90,27 +94,39 @@ def run_checks(paths: Iterable[str], jobs: int | None = None) -> StaticRun:
             results = [r for chunk in pool.map(_check_chunk, chunks) for r in chunk]
     else:
         results = _check_chunk(items)
-    run = collect(results, context=True)
+    run = collect(results, context=True, test_files=test_files)
     run.skipped = skipped
     return run
 
 
-def _judge_scripts_by_their_reach(results: list[FileResult], reach: dict[str, set[str]]) -> None:
-    """A script that runs on its own is judged by what it and the project modules it imports do,
-    not by every checked file: ``check`` of the whole pytorch/examples tree gave ImageNet's fp32
-    ``main.py`` no GD201 because another example used autocast. Its sites carry ``project_*`` values
-    that shadow the project-wide ones; modules that are not entry points keep the project-wide ones
-    (any script may import them and wrap their loop)."""
+def judge_by_program(results: list[FileResult], reach: dict[str, set[str]], programs: dict[str, list[str]],
+                     is_test: Callable[[str], bool]) -> None:
+    """Every Python file is judged by the program it is part of, never by everything checked: what it and
+    the project modules it imports do, and, for a module, what the scripts that import it do
+    (:func:`~gpudoctor.static.localimports.project_context`). ``check`` of the whole pytorch/examples
+    tree gave ImageNet's fp32 ``main.py`` no GD201 because another example used autocast; an
+    ``autocast("cpu")`` in a test file hid six GD201 findings elsewhere. Its sites carry ``project_*``
+    values that shadow the run's, whether the file is a test (``file_is_test``), and ``gpu_job``:
+    a file that is no test, in a program that puts work on a GPU — what GPU-performance rules judge."""
     from gpudoctor.static.python import FLAGS
 
     for result in results:
-        reached = reach.get(result.path)
-        if reached is None:
+        if result.kind != "python":
             continue
+        reached = reach.get(result.path, set())
+        test = is_test(result.path)
         own: dict[str, FactValue] = {f"project_{name}": name in reached for name in FLAGS}
-        own["flag_scope"] = "in this script or the project modules it imports"
+        if result.entry_point:
+            own["flag_scope"] = "in this script or the project modules it imports"
+        elif programs.get(result.path):
+            own["flag_scope"] = "in this module, what it imports, or the scripts that import it"
+        else:
+            own["flag_scope"] = "in this module or the project modules it imports"
+        own["file_is_test"] = test
+        own["gpu_job"] = not test and "uses_cuda" in reached
         for site in result.sites:
-            site.values.update(own)
+            if site.scope.startswith("python."):
+                site.values.update(own)
 
 
 def _mark_imported_in_memory_datasets(results: list[FileResult], datasets: dict[str, set[str]]) -> None:
@@ -125,7 +141,8 @@ def _mark_imported_in_memory_datasets(results: list[FileResult], datasets: dict[
                 site.values["dataset_in_memory"] = True
 
 
-def collect(results: list[FileResult], context: bool = False) -> StaticRun:
+def collect(results: list[FileResult], context: bool = False,
+            test_files: tuple[str, ...] = DEFAULT_TEST_FILES) -> StaticRun:
     """Turn file results into fact sets plus the project-wide ``run`` fact set. With ``context``, the
     project modules the checked Python files import (a helper beside a script) add what they do to
     the project flags, and nothing else (:mod:`gpudoctor.static.localimports`)."""
@@ -134,11 +151,17 @@ def collect(results: list[FileResult], context: bool = False) -> StaticRun:
 
     run = StaticRun()
     flags: dict[str, bool] = dict.fromkeys(FLAGS, False)
-    if context:
-        found = project_context(results, lambda path: _check_one(path, "python"))
+
+    def is_test(path: str) -> bool:
+        return is_test_file(path, test_files)
+
+    if not context:  # each file alone: its own flags are its program's
+        judge_by_program(results, {r.path: {k for k, v in r.flags.items() if v} for r in results}, {}, is_test)
+    else:
+        found = project_context(results, lambda path: _check_one(path, "python"), is_test)
         run.context_files = found.files
         flags.update(dict.fromkeys(found.flags, True))
-        _judge_scripts_by_their_reach(results, found.reach)
+        judge_by_program(results, found.reach, found.programs, is_test)
         _mark_imported_in_memory_datasets(results, found.datasets)
     for result in results:
         run.files_by_kind[result.kind] = run.files_by_kind.get(result.kind, 0) + 1
