@@ -18,6 +18,7 @@ from typing import Any
 from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
 from gpudoctor.static.cudagraphs import cudagraph_reuse_sites
+from gpudoctor.static.pyaccum import accumulation_facts
 from gpudoctor.static.pycompile import compile_no_effect_sites
 from gpudoctor.static.pyextra import check_call_extras, conv_bias_pairs, file_context
 from gpudoctor.static.pysampler import sampler_epoch_sites
@@ -467,6 +468,11 @@ def check_python(path: str, data: bytes) -> FileResult:
         result.sites.extend(cudagraph_reuse_sites(tree, checker.names))
         result.sites.extend(compile_no_effect_sites(tree, checker.names))
         result.sites.extend(sampler_epoch_sites(tree, checker.names))
+        accumulation = [s for s in result.sites if s.scope == "python.grad_accumulation"]
+        if accumulation:
+            facts = accumulation_facts(tree, checker.names)
+            for site in accumulation:
+                site.values.update(facts)
     except RecursionError:
         result.error("too-deep", "the file nests too deeply to be walked")
     return result
