@@ -154,7 +154,10 @@ def run_check(where: Path) -> list[dict[str, object]]:
     proc = subprocess.run(argv, cwd=where, capture_output=True, text=True, env=env)
     if proc.returncode not in (0, 1):
         sys.exit(f"check failed in {where} (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
-    findings: list[dict[str, object]] = json.loads(proc.stdout)["findings"]
+    try:
+        findings: list[dict[str, object]] = json.loads(proc.stdout)["findings"]
+    except (ValueError, KeyError):
+        sys.exit(f"check in {where} gave no JSON report: {proc.stderr.strip()[-400:]}")
     return [f for f in findings if f.get("location")]
 
 

@@ -56,7 +56,7 @@ def test_an_unrelated_autocast_does_not_hide_a_missing_one() -> None:
 
 #: Static rules on Python sites that judge tests and CPU-only code as any file: correctness and
 #: security, not GPU performance. Every other rule on a python.* scope must read ``gpu_job``.
-JUDGE_EVERY_FILE = {"GD205", "GD207", "GD310", "GD604", "GD611", "GD802", "GD899"}
+JUDGE_EVERY_FILE = {"GD205", "GD207", "GD310", "GD604", "GD611", "GD614", "GD802", "GD899"}
 
 
 def test_gpu_performance_rules_judge_gpu_jobs_only() -> None:

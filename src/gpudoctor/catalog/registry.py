@@ -454,6 +454,10 @@ wrapper                                  static:python.compile_no_effect        
 wrapper_kind                             static:python.compile_no_effect               text    static.pycompile trainer / ddp / fsdp / data_parallel / deepspeed / accelerate / fabric
 wrapper_call                             static:python.compile_no_effect               text    static.pycompile the wrapper call as written
 wrapper_line                             static:python.compile_no_effect               count   static.pycompile the line of the wrapper call
+sampler                                  static:python.sampler_epoch                   text    static.pysampler the name the DistributedSampler is bound to
+epoch_line                               static:python.sampler_epoch                   count   static.pysampler the line of the file's first epoch loop
+file_uses_accelerate                     static:python.grad_accumulation               bool    static.pyaccum   the file builds an accelerate.Accelerator
+file_uses_accumulate                     static:python.grad_accumulation               bool    static.pyaccum   the file calls .accumulate( or .no_sync( on anything
 # --- static: deployment files ---
 image                                    static:docker.base_image                      text    static.deploy    base image as written
 repo                                     static:docker.base_image                      text    static.deploy    image repository

@@ -18,6 +18,7 @@ from typing import Any
 from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
 from gpudoctor.static.cudagraphs import cudagraph_reuse_sites
+from gpudoctor.static.pyaccum import accumulation_facts
 from gpudoctor.static.pycompile import compile_no_effect_sites
 from gpudoctor.static.pyextra import (
     check_call_extras,
@@ -29,6 +30,7 @@ from gpudoctor.static.pyextra import (
     mark_whole_model_loads,
     marks_cuda_use,
 )
+from gpudoctor.static.pysampler import sampler_epoch_sites
 from gpudoctor.static.sites import FileResult, Site, find_ignores
 
 #: Project-wide flags every Python file contributes to (OR-ed over files; see ``static/runner.py``).
@@ -499,6 +501,12 @@ def check_python(path: str, data: bytes) -> FileResult:
         result.sites.extend(cudagraph_reuse_sites(tree, checker.names))
         result.sites.extend(compile_no_effect_sites(tree, checker.names))
         mark_whole_model_loads(tree, result.sites)
+        result.sites.extend(sampler_epoch_sites(tree, checker.names))
+        accumulation = [s for s in result.sites if s.scope == "python.grad_accumulation"]
+        if accumulation:
+            facts = accumulation_facts(tree, checker.names)
+            for site in accumulation:
+                site.values.update(facts)
     except RecursionError:
         result.error("too-deep", "the file nests too deeply to be walked")
     return result
