@@ -442,6 +442,12 @@ wrapper                                  static:python.compile_no_effect        
 wrapper_kind                             static:python.compile_no_effect               text    static.pycompile trainer / ddp / fsdp / data_parallel / deepspeed / accelerate / fabric
 wrapper_call                             static:python.compile_no_effect               text    static.pycompile the wrapper call as written
 wrapper_line                             static:python.compile_no_effect               count   static.pycompile the line of the wrapper call
+attn_q                                   static:python.attention                       text    static.pyattention the queries operand of the scores' matmul, as written
+attn_k                                   static:python.attention                       text    static.pyattention the keys operand (before its transpose), as written
+attn_v                                   static:python.attention                       text    static.pyattention the values operand of the second matmul, as written
+attn_masked                              static:python.attention                       bool    static.pyattention the scores go through masked_fill or where
+attn_causal_mask                         static:python.attention                       bool    static.pyattention that mask looks causal (tril/triu or a bias/mask buffer filled with -inf)
+attn_fix                                 static:python.attention                       text    static.pyattention the scaled_dot_product_attention call that replaces the chain
 # --- static: deployment files ---
 image                                    static:docker.base_image                      text    static.deploy    base image as written
 repo                                     static:docker.base_image                      text    static.deploy    image repository

@@ -18,6 +18,7 @@ from typing import Any
 from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
 from gpudoctor.static.cudagraphs import cudagraph_reuse_sites
+from gpudoctor.static.pyattention import attention_sites
 from gpudoctor.static.pycompile import compile_no_effect_sites
 from gpudoctor.static.pyextra import check_call_extras, conv_bias_pairs, file_context
 from gpudoctor.static.sites import FileResult, Site, find_ignores
@@ -465,6 +466,7 @@ def check_python(path: str, data: bytes) -> FileResult:
         checker.run(tree)
         result.sites.extend(cudagraph_reuse_sites(tree, checker.names))
         result.sites.extend(compile_no_effect_sites(tree, checker.names))
+        result.sites.extend(attention_sites(tree))
     except RecursionError:
         result.error("too-deep", "the file nests too deeply to be walked")
     return result
