@@ -270,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny", action="store_true", help="tiny models and few steps")
     p.add_argument("--scripts", default="gpt2,nanogpt,hf", help="comma-separated: gpt2, nanogpt, hf")
     p.add_argument("--fixes", default="tf32,bf16,sdpa,compile,fused_adamw", help="fixes to measure (those a script has)")
+    p.add_argument("--on-top", default="", help="fixes applied to every run first (the baseline becomes e.g. bf16): "
+                   "what each other fix gains on top of them")
     p.add_argument("--nanogpt", default="thirdparty/nanoGPT", help="a checkout of karpathy/nanoGPT ('' to skip)")
-    p.add_argument("--steps", type=int, default=15, help="measured steps per run (GPU)")
+    p.add_argument("--steps", type=int, default=10, help="measured steps per run (GPU)")
     p.add_argument("--profile-steps", type=int, default=3)
     p.add_argument("--timeout-s", type=float, default=150.0, help="per run")
     p.add_argument("--compile-s", type=float, default=120.0, help="added to the timeout of a compiled run")
@@ -303,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
         for name, sc in scripts(args, work).items():
             if name not in wanted:
                 continue
+            for fix in (f for f in args.on_top.split(",") if f):
+                if fix not in sc.fixes:
+                    raise SystemExit(f"{name} has no fix {fix!r} to apply first")
+                if fix in sc.cwd_for:
+                    sc.cwd = sc.cwd_for.pop(fix)
+                sc.base = with_args(sc.base, sc.fixes.pop(fix))
             say(f"{name}: {' '.join(sc.base)}")
             base = measure(args, sc, None, work)
             analysis = profile_and_analyze(args, sc, work)
@@ -316,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             details[name] = {"base": base, "fixed": fixed, "analysis": analysis}
     text = table(rows)
     print(text)
-    meta = {"cpu": args.cpu, "tiny": args.tiny, "wall_s": round(time.monotonic() - started, 1),
+    meta = {"cpu": args.cpu, "tiny": args.tiny, "on_top": args.on_top, "wall_s": round(time.monotonic() - started, 1),
             "python": args.python, "nanogpt": args.nanogpt}
     (args.out / "transformer_validation.json").write_text(json.dumps({"meta": meta, "rows": rows, "details": details,
                                                                        "log": LOG}, indent=1))
