@@ -69,7 +69,7 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
         rows = [{c: _r(r.get(c)) if isinstance(r.get(c), float) else r.get(c) for c in cols} for r in snap.rank_profile]
         tables.append(MetricTable("Profile window, every rank", cols, rows, key="rank_profile"))
     notes = list(snap.notes)
-    notes.append(f"agent: {snap.agent.status}" + (f" — {snap.agent.detail}" if snap.agent.detail else ""))
+    notes.append(agent_note(str(snap.agent.status), snap.agent.detail))
     if snap.shm is not None and snap.shm.total_mib is not None:
         notes.append(f"/dev/shm: {snap.shm.total_mib:.0f} MiB, {snap.shm.free_mib or 0:.0f} MiB free, "
                      f"{snap.shm.target_segments or 0} torch segments held ({snap.shm.target_segments_mib or 0:.1f} MiB)")
@@ -91,6 +91,16 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
                   not_evaluated=list(snap.not_evaluated), tables=tables, notes=notes, data=data,
                   elapsed_s=elapsed_s, bottlenecks=[snap.bottleneck] if snap.bottleneck is not None else [],
                   headline=_no_step_headline(snap))
+
+
+def agent_note(status: str, detail: str) -> str:
+    """``agent: connected``, or ``agent: lost — <why>``; a detail that already says the status word
+    stands alone (it read "agent: lost — lost the agent")."""
+    if not detail:
+        return f"agent: {status}"
+    if status.lower() in detail.lower():
+        return f"agent: {detail}"
+    return f"agent: {status} — {detail}"
 
 
 def _no_step_headline(snap: Snapshot) -> str | None:
