@@ -52,7 +52,7 @@ def test_handwritten_chains_are_one_per_layer_forward_and_backward() -> None:
 
 def test_handwritten_attention_is_found_with_an_estimate_and_the_fix() -> None:
     finding = _findings("gpt_handwritten_attention_cpu")["GD212"]
-    assert "hand-written attention" in finding.message
+    assert "Hand-written attention" in finding.message
     assert finding.impact is not None and finding.impact.est_speedup_low > 1.0
     assert finding.fix is not None and "is_causal=True" in finding.fix.after
 
