@@ -37,6 +37,8 @@ class ModelArguments:
     seq_len: int = field(default=1024)
     vocab_size: int = field(default=50257)
     samples: int = field(default=100_000)
+    # "" keeps transformers' default (sdpa); "eager" is the hand-written attention (issue 35's validation)
+    attn_implementation: str = field(default="")
 
 
 class SyntheticTokens(torch.utils.data.Dataset):
@@ -68,7 +70,8 @@ def main() -> None:
     model_args, train_args = HfArgumentParser((ModelArguments, TrainingArguments)).parse_args_into_dataclasses()
     config = GPT2Config(n_layer=model_args.n_layer, n_head=model_args.n_head, n_embd=model_args.n_embd,
                         n_positions=model_args.seq_len, vocab_size=model_args.vocab_size)
-    model = GPT2LMHeadModel(config)
+    impl = model_args.attn_implementation
+    model = GPT2LMHeadModel._from_config(config, attn_implementation=impl) if impl else GPT2LMHeadModel(config)
     data = SyntheticTokens(model_args.samples, model_args.seq_len, model_args.vocab_size)
     trainer = Trainer(model=model, args=train_args, train_dataset=data, callbacks=[StepTimes()])
     trainer.train()

@@ -140,6 +140,19 @@ pageable_h2d_ms_per_step                 trace:rank                             
 optimizer_ms_per_step                    trace:rank                                    ms      trace.steps      GPU time per step of kernels launched inside Optimizer.step
 optimizer_kernels_per_step               trace:rank                                    number  trace.steps      kernels per step launched inside Optimizer.step
 optimizer_multi_tensor_kernels_per_step  trace:rank                                    number  trace.steps      multi-tensor-apply (foreach/fused) optimizer kernels per step
+attention_time_basis                     trace:rank                                    text    trace.attention  what the attention times count: GPU kernels, or host ops in a trace without kernels
+attention_handwritten_chains_per_step    trace:rank                                    number  trace.attention  hand-written attention chains (bmm, scale/mask, softmax, bmm) per step in forward
+attention_handwritten_backward_chains_per_step trace:rank                              number  trace.attention  their backward chains (bmm pair, softmax backward, bmm pair) per step
+attention_handwritten_ms_per_step        trace:rank                                    ms      trace.attention  time per step of the hand-written attention chains, forward and backward
+attention_handwritten_pct_of_step        trace:rank                                    %       trace.attention  that time as a share of the profiled step
+attention_handwritten_matmul_ms_per_step trace:rank                                    ms      trace.attention  of that time, the matmuls' (GEMM kernels; host bmm ops in a trace without kernels)
+attention_handwritten_other_ms_per_step  trace:rank                                    ms      trace.attention  of that time, the rest: scale, mask, softmax, dropout, copies (memory-bound, S x S scores)
+attention_matmul_precision               trace:rank                                    text    trace.attention  precision class of those matmul kernels (lowp, tf32, fp32_simt, unknown; host without kernels)
+sdpa_calls_per_step                      trace:rank                                    number  trace.attention  scaled_dot_product_attention backend ops per step (forward)
+sdpa_backend                             trace:rank                                    text    trace.attention  the SDPA backend with most time: flash, efficient, cudnn, fused or math
+sdpa_backends                            trace:rank                                    text    trace.attention  every SDPA backend seen with its time per step
+sdpa_math_ms_per_step                    trace:rank                                    ms      trace.attention  time per step of SDPA's math fallback, forward and backward
+sdpa_math_pct_of_step                    trace:rank                                    %       trace.attention  that time as a share of the profiled step
 compiled_frames                          trace:rank                                    count   trace.steps      distinct compiled regions seen
 compiled_graphs_per_step                 trace:rank                                    number  trace.steps      compiled graphs run per step
 compiled_fx_graph_calls_per_step         trace:rank                                    number  trace.steps      CompiledFxGraph calls per step
@@ -458,6 +471,12 @@ sampler                                  static:python.sampler_epoch            
 epoch_line                               static:python.sampler_epoch                   count   static.pysampler the line of the file's first epoch loop
 file_uses_accelerate                     static:python.grad_accumulation               bool    static.pyaccum   the file builds an accelerate.Accelerator
 file_uses_accumulate                     static:python.grad_accumulation               bool    static.pyaccum   the file calls .accumulate( or .no_sync( on anything
+attn_q                                   static:python.attention                       text    static.pyattention the queries operand of the scores' matmul, as written
+attn_k                                   static:python.attention                       text    static.pyattention the keys operand (before its transpose), as written
+attn_v                                   static:python.attention                       text    static.pyattention the values operand of the second matmul, as written
+attn_masked                              static:python.attention                       bool    static.pyattention the scores go through masked_fill or where
+attn_causal_mask                         static:python.attention                       bool    static.pyattention that mask looks causal (tril/triu or a bias/mask buffer filled with -inf)
+attn_fix                                 static:python.attention                       text    static.pyattention the scaled_dot_product_attention call that replaces the chain
 # --- static: deployment files ---
 image                                    static:docker.base_image                      text    static.deploy    base image as written
 repo                                     static:docker.base_image                      text    static.deploy    image repository

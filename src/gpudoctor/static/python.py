@@ -19,6 +19,7 @@ from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
 from gpudoctor.static.cudagraphs import cudagraph_reuse_sites
 from gpudoctor.static.pyaccum import accumulation_facts
+from gpudoctor.static.pyattention import attention_sites
 from gpudoctor.static.pycompile import compile_no_effect_sites
 from gpudoctor.static.pyextra import (
     check_call_extras,
@@ -507,6 +508,7 @@ def check_python(path: str, data: bytes) -> FileResult:
             facts = accumulation_facts(tree, checker.names)
             for site in accumulation:
                 site.values.update(facts)
+        result.sites.extend(attention_sites(tree))
     except RecursionError:
         result.error("too-deep", "the file nests too deeply to be walked")
     return result

@@ -25,6 +25,7 @@ import msgspec
 from gpudoctor.quantiles import median
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace import vectorized
+from gpudoctor.trace.attention import attention_metrics
 from gpudoctor.trace.bottleneck import bottleneck_metrics
 from gpudoctor.trace.comm import hta_type_arrays, hta_type_spans
 from gpudoctor.trace.context import HOST_KINDS, Context, pct, rounded
@@ -124,6 +125,7 @@ def compute_rank_metrics(trace: RankTrace, processes: int = 1) -> RankMetrics:
         values.update(sync_and_copy_metrics(t, ctx))
         values.update(optimizer_metrics(t, ctx))
         values.update(compile_metrics(t, ctx))
+        values.update(attention_metrics(t, ctx))
         for row, ops in zip(rows, aten_ops_per_step(t, ctx)):
             row["aten_ops"] = ops  # same work or more work: GD601's post-hoc cause
         per_step = outside_collective_steps(t, ctx)
