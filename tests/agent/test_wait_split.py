@@ -91,3 +91,13 @@ def test_loading_in_the_loop_gets_a_narrow_gd102_estimate(split: dict[str, dict[
     assert impact is not None and impact.est_speedup_low > 1.2
     assert impact.est_speedup_high / impact.est_speedup_low <= 1.5
     assert "to load in the training loop" in impact.basis
+
+
+def test_the_report_states_gpudoctors_own_cpu(split: dict[str, dict[str, Any]]) -> None:
+    from gpudoctor.live.report import watcher_cost_note
+
+    # stats() asked from the training thread (input_wait_loop.py) cannot time the agent's own thread
+    assert all(s["agent_cpu_pct"] is None for s in split.values())
+    note = watcher_cost_note(0.5, 10.0)
+    assert note is not None and "of one core in the target" in note and "CPUs" in note
+    assert watcher_cost_note(None, None) is None

@@ -175,6 +175,9 @@ class StepStats:
     loader_main_step_ms: float | None = _doc("their mean step time", "ms")
     loader_main_wait_ms: float | None = _doc("their mean data wait: the time to load one step's batches there",
                                              "ms")
+    agent_cpu_pct: float | None = _doc("CPU time of the agent's thread since it started, as a share of one core: "
+                                       "the most it can take from a Python-bound training thread through the GIL",
+                                       "%")
     unaligned_weight_shapes: tuple[str, ...] | None = _doc(
         "shapes (e.g. 50257x768) of the step optimizer's 2-D weights with a dimension >= 1000 that is not a "
         "multiple of 8 (read at the first optimizer step; at most 8)")

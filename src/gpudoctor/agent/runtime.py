@@ -170,6 +170,11 @@ class Agent:
     def stats(self, window_s: float) -> StatsReply:
         """The ``stats`` reply: step statistics over the last ``window_s`` seconds."""
         values = self._stats_values(window_s)
+        # this runs in the agent's own thread: its CPU time since it started, as a share of one core — the
+        # most it can take from a Python-bound training thread through the GIL (issue 36)
+        alive_s = time.time() - self.started_at
+        if alive_s > 1.0 and threading.current_thread().name == "gpudoctor-agent":
+            values["agent_cpu_pct"] = 100.0 * time.thread_time() / alive_s
         extra = {k: values.pop(k) for k in ("recent_step_times_ms", "collective_timing", "collective_wait_ms_per_step",
                                              "collective_wait_p50_ms", "collective_wait_steps") if k in values}
         extra["recent_step_times_ms"] = tuple(extra.get("recent_step_times_ms", ()))
