@@ -57,6 +57,16 @@ def test_loading_in_the_loop_is_the_main_part(split: dict[str, dict[str, Any]]) 
     assert stats["loader_main_wait_ms"] >= 8.0 and stats["loader_main_steps"] >= 3
 
 
+def test_the_dataset_and_the_loaders_line_are_named(split: dict[str, dict[str, Any]]) -> None:
+    # input_wait_loop.py builds its loaders after the agent is in, so the construction line is seen
+    for stats in split.values():
+        assert stats["loader_dataset"].startswith("Timed.__getitem__ (") and "input_wait_loop.py:" in stats["loader_dataset"]
+        assert stats["loader_made_at"] and "input_wait_loop.py:" in stats["loader_made_at"]
+    lines = (HERE / "input_wait_loop.py").read_text().splitlines()
+    made = int(split["main"]["loader_made_at"].rsplit(":", 1)[1])
+    assert "DataLoader(" in lines[made - 1]
+
+
 def test_workers_slower_than_the_loop_are_the_steady_part(split: dict[str, dict[str, Any]]) -> None:
     stats = split["slow_workers"]
     parts = _parts(stats)

@@ -213,7 +213,8 @@ class Agent:
             out.update(wait_split(recent))
         if th.loader_batch_bytes is not None:
             out.update(loader_batch_mib=th.loader_batch_bytes / 2**20, loader_workers=th.loader_workers,
-                       loader_prefetch_factor=th.loader_prefetch_factor)
+                       loader_prefetch_factor=th.loader_prefetch_factor, loader_dataset=th.loader_dataset,
+                       loader_made_at=th.loader_made_at)
         if th.unaligned_weights is not None:
             out["unaligned_weight_shapes"] = th.unaligned_weights
         out.update(self.torch_hooks.compile_counters(window_s))

@@ -352,7 +352,7 @@ def step_values(steps: StepStats) -> dict[str, Any]:
                      "loader_start_fork_ms_per_step", "data_wait_restart_ms_per_step", "data_wait_first_ms_per_step",
                      "data_wait_main_ms_per_step", "data_wait_steady_ms_per_step", "loader_steady_steps",
                      "loader_steady_step_ms", "loader_steady_wait_ms", "loader_main_steps", "loader_main_step_ms",
-                     "loader_main_wait_ms")
+                     "loader_main_wait_ms", "loader_dataset", "loader_made_at")
     }
     values["step_source"] = str(steps.step_source)
     if steps.loader_workers is not None:
