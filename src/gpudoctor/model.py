@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from gpudoctor.numbers import gains_nothing, speedup
 from gpudoctor.severity import Severity
 
 #: What a fact's value may be. Lists hold plain values (e.g. graph-break reasons).
@@ -152,8 +153,7 @@ class Impact(msgspec.Struct, frozen=True):
 
     def describe(self) -> str:
         """``est. 1.20–1.45× · costs 12.3 ms/step (21%)``."""
-        low, high = self.est_speedup_low, self.est_speedup_high
-        gain = f"est. {low:.2f}×" if abs(high - low) < 0.005 else f"est. {low:.2f}–{high:.2f}×"
+        gain = f"est. {speedup(self.est_speedup_low, self.est_speedup_high)}"
         if self.cost_ms_per_step is not None:
             gain += f" · costs {self.cost_ms_per_step:.1f} ms/step"
             if self.cost_pct_of_step is not None:
@@ -163,6 +163,11 @@ class Impact(msgspec.Struct, frozen=True):
         if self.shares_cost_with is not None:
             gain += f" · {self.overlap_text()}"
         return gain
+
+    @property
+    def gains_nothing(self) -> bool:
+        """Whether the whole estimated range prints as ``1.00×``: a fix that gains nothing visible."""
+        return gains_nothing(self.est_speedup_low, self.est_speedup_high)
 
     def overlap_text(self) -> str:
         """What the user must know when another finding's cost overlaps this one's ('' when none)."""

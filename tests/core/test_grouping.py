@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpudoctor.model import Finding, Fix, Impact, Location, Severity, Source
-from gpudoctor.report.grouping import group_findings, rank_ranges
+from gpudoctor.report.grouping import group_findings, rank_ranges, split_no_gain
 
 HTA_RANKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "public" / "hta" / "trace_filter"
 
@@ -39,11 +39,22 @@ def test_same_rule_on_several_ranks_is_one_group_in_first_place() -> None:
     assert groups[2].spread() == "the same on 2 ranks; shown: rank 0"
 
 
-def test_other_severities_and_places_stay_apart() -> None:
-    found = [_finding("GD403", 0, 1.6, Severity.CRITICAL), _finding("GD403", 1, 1.3),
-             _finding("GD301", 0, 1.2, gpu=0), _finding("GD301", 1, 1.2, gpu=1),
+def test_other_places_stay_apart() -> None:
+    found = [_finding("GD301", 0, 1.2, gpu=0), _finding("GD301", 1, 1.2, gpu=1),
              _finding("GD211", None, None, path="train.py", line=5), _finding("GD211", None, None, path="train.py", line=7)]
-    assert len(group_findings(found)) == 6
+    assert len(group_findings(found)) == 4
+
+
+def test_one_rule_at_two_severities_is_one_card_at_the_highest() -> None:
+    """GD204 at warning on rank 1 and info on rank 0 with the same text was two cards: one card names both."""
+    found = [_finding("GD204", 0, None, Severity.INFO), _finding("GD403", 0, 1.6, Severity.CRITICAL),
+             _finding("GD204", 1, None, Severity.WARNING), _finding("GD403", 1, 1.3)]
+    groups = group_findings(found)
+    assert [(g.lead.code, g.lead.severity, g.ranks) for g in groups] == [
+        ("GD204", Severity.WARNING, [0, 1]), ("GD403", Severity.CRITICAL, [0, 1])]
+    assert groups[0].spread() == "the same on 2 ranks; warning on rank 1, info on rank 0; shown: rank 1"
+    assert groups[1].spread() == ("the same on 2 ranks (est. 1.30–1.60× per rank); critical on rank 0, warning on "
+                                  "rank 1; shown: rank 0, the largest")
 
 
 @pytest.mark.skipif(not HTA_RANKS.is_dir(), reason="../shared/traces is not here")
@@ -63,7 +74,11 @@ def test_two_rank_report_folds_in_text_and_markdown_not_in_json() -> None:
     md = io.StringIO()
     render(report, "markdown", md)
     cards = [line for line in md.getvalue().splitlines() if line.startswith("## ") and " GD" in line]
-    assert len(cards) == len(group_findings(report.findings)) < len(report.findings)
+    shown, quiet = split_no_gain(group_findings(report.findings))
+    assert len(cards) == len(shown) < len(report.findings)
+    # GD302's 8 tiny copies per step gain nothing: named on one line, no card of "est. 1.00× · costs 0.0 ms/step"
+    assert [g.lead.code for g in quiet] == ["GD302"] and "est. 1.00×" not in md.getvalue()
+    assert "Also found, each fix estimated at 1.00× (no card): GD302 pageable-memcpy (ranks 0–1)." in md.getvalue()
     assert any("ranks 0–1 (2)" in c for c in cards) and "Ranks: the same on 2 ranks" in md.getvalue()
     os.environ.setdefault("COLUMNS", "100")
     text = io.StringIO()

@@ -14,6 +14,7 @@ from msgspec.structs import replace
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
+from gpudoctor.catalog.finalize import finalize
 from gpudoctor.catalog.merge import mark_shared_costs, merge_findings
 from gpudoctor.catalog.rulefile import RuleFileError, parse_rule_text
 from gpudoctor.live.facts import build_factsets
@@ -32,7 +33,8 @@ def _live_findings(starts: int) -> list[Finding]:
                       loader_steady_step_ms=10.5, loader_steady_wait_ms=1.6)
     proc = ProcessSample(time.time(), 10, True, cpu_pct=100.0, cpu_affinity=tuple(range(8)))
     factsets = build_factsets(10, [], proc, None, None, steps, 10.0)
-    return evaluate(load_catalog(), factsets, [Source.LIVE]).findings
+    catalog = load_catalog()
+    return finalize(evaluate(catalog, factsets, [Source.LIVE]).findings, catalog)
 
 
 def test_the_lower_of_two_overlapping_findings_names_the_upper() -> None:

@@ -41,7 +41,7 @@ def test_all_ranks_stopped_at_the_same_step_is_a_hang() -> None:
     assert report.desync.stalled_s == 70.0 and report.desync.recent_step_time_ms == 500.0
     (f,) = found
     assert f.code == "GD613" and f.severity == Severity.CRITICAL
-    assert "no rank finished a step for 70 s" in f.message and "at step 31" in f.message
+    assert "No rank finished a step for 70 s" in f.message and "at step 31" in f.message
     assert "rank 0: step 31, last step 70 s ago; rank 1: step 31, last step 70 s ago" in f.message
     evidence = {e.name: e.value for e in f.evidence}
     assert evidence["hang_after_s"] == 60.0 and evidence["recent_step_time_s"] == 0.5

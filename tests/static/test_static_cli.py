@@ -29,7 +29,7 @@ def test_examples_text_lines_and_exit_1(capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = run_cli(capsys, str(EXAMPLES), "--color", "never")
     assert code == 1
     assert f"{EXAMPLES / 'train.py'}:39:5: GD201 " in out
-    assert f"{EXAMPLES / 'Dockerfile'}:1:1: GD801 base image pytorch/pytorch:latest" in out
+    assert f"{EXAMPLES / 'Dockerfile'}:1:1: GD801 [warning] base image pytorch/pytorch:latest" in out
     assert f"{EXAMPLES / 'job.yaml'}:10:11: GD705 " in out
     assert "checked 5 file(s)" in out
 
@@ -176,7 +176,7 @@ def test_a_checker_bug_is_reported_per_file(monkeypatch: pytest.MonkeyPatch, tmp
     def broken(*_args: object) -> None:
         raise KeyError("boom")
 
-    monkeypatch.setattr("gpudoctor.static.deploy.check_dockerfile", broken)
+    monkeypatch.setattr("gpudoctor.static.deployfile.check_dockerfile", broken)
     found = {(Path(f.location.path or "").name, f.code): f.message for f in check_findings([tmp_path])}
     assert ("a.py", "GD802") in found
     assert found[("Dockerfile", "GD899")].startswith("not checked (internal-error: KeyError")

@@ -14,11 +14,17 @@ from pathlib import Path
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.catalog.merge import bound_by_live_input, merge_findings
+from gpudoctor.catalog.finalize import apply_gates
+from gpudoctor.catalog.merge import merge_findings
 from gpudoctor.live.facts import build_factsets
 from gpudoctor.live.samples import StepStats
 from gpudoctor.model import Finding, Severity, Source
 from gpudoctor.pipeline import analyze_paths
+
+
+def bound_by_live_input(findings: list[Finding], wait_pct: float, options: dict | None = None) -> list[Finding]:
+    """GD102's ``[gate]`` as finalize applies it, with the live job's data wait."""
+    return apply_gates(list(findings), load_catalog(), options or {}, {"data_wait_pct": wait_pct})
 
 
 def _live_input_finding(wait_pct: float) -> Finding:
@@ -85,3 +91,12 @@ def test_gpu_side_findings_gain_nothing_when_the_input_cannot_go_faster() -> Non
     gaining = replace(gd102, impact=replace(gd102.impact, est_speedup_high=1.3))
     kept = {f.code: f for f in bound_by_live_input([*trace, gaining], 32.0)}
     assert kept["GD403"].severity is Severity.WARNING
+
+
+def test_a_gd102_option_moves_the_gate(trace_file: Callable[[str], Path]) -> None:
+    """The gate compares the wait with GD102's max_dataloader_pct as the user set it (issue 37 item 1)."""
+    findings = [*analyze_paths([trace_file("h200/resnet_fp32.json.gz")]).findings, _live_input_finding(45.0)]
+    held = {f.code: f.severity for f in bound_by_live_input(findings, 30.0)}
+    assert held["GD201"] is Severity.INFO                       # 30% >= the default 10%
+    raised = {f.code: f.severity for f in bound_by_live_input(findings, 30.0, {"GD102": {"max_dataloader_pct": 35.0}})}
+    assert raised["GD201"] is not Severity.INFO                  # 30% < the user's 35%: nothing steps back

@@ -18,9 +18,9 @@ GPUDOCTOR = Path(sys.executable).parent / "gpudoctor"
 def test_demo_without_a_terminal_reports_the_planted_problem_and_stops_its_job() -> None:
     pytest.importorskip("torch")
     before = {p.pid for p in psutil.process_iter()}
-    done = subprocess.run([str(GPUDOCTOR), "demo", "--device", "cpu", "--duration", "12", "--format", "json"],
-                          capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr
+    done = subprocess.run([str(GPUDOCTOR), "demo", "--device", "cpu", "--duration", "12", "--format", "json",
+                           "--fail-on", "info"], capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr   # --fail-on info with a finding: 1, as help and README say
     report = json.loads(done.stdout)
     assert report["command"] == "demo"
     assert "GD102" in {f["code"] for f in report["findings"]}, report["findings"]

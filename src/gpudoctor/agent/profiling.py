@@ -228,7 +228,8 @@ class ProfileWindow:
                     activities=_activities(tp), record_shapes=False, with_stack=False,
                     schedule=tp.schedule(wait=0, warmup=1, active=self.steps_requested, repeat=1),
                     on_trace_ready=self._write_trace)
-                self._prof.start()
+                with quiet_kineto():
+                    self._prof.start()
                 self.status = ProfileState.RECORDING
             except Exception as exc:
                 self._prof = None
@@ -254,7 +255,8 @@ class ProfileWindow:
         try:
             tp = sys.modules["torch.profiler"]   # already imported: never import from this thread
             prof = tp.profile(activities=_activities(tp), record_shapes=False, with_stack=False)
-            prof.start()
+            with quiet_kineto():
+                prof.start()
             try:
                 self._time_stop.wait(seconds)
             finally:
@@ -353,3 +355,28 @@ def _activities(tp: Any) -> list[Any]:
         activities.append(tp.ProfilerActivity.CUDA)
         ask_cupti_teardown(torch)
     return activities
+
+
+#: Kineto's log level above its USDT level: without it, every profiler start and stop writes
+#: "USDT:… profiler_start" / "profiler_stop" (and "STAGE:…" lines) to the target's own stderr.
+_KINETO_SILENT_LEVEL = "6"
+
+
+class quiet_kineto:
+    """Start the profiler with Kineto's logging off, unless the program set ``KINETO_LOG_LEVEL`` itself.
+
+    Kineto reads the variable once, when the first profiler of the process initialises it (torch 2.13,
+    CPU: measured with a start/stop pair before and after setting it): set for that first start, the
+    target's stderr stays clean for every later window too; the variable is put back right after, so
+    the program's environment (and its children's) is as it was. A process that ran a profiler before
+    the agent came keeps Kineto's log level as it was then.
+    """
+
+    def __enter__(self) -> None:
+        self._previous = os.environ.get("KINETO_LOG_LEVEL")
+        if self._previous is None:
+            os.environ["KINETO_LOG_LEVEL"] = _KINETO_SILENT_LEVEL
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is None:
+            os.environ.pop("KINETO_LOG_LEVEL", None)

@@ -39,6 +39,7 @@ from gpudoctor.catalog.exprcost import (
     call,
     compare,
 )
+from gpudoctor.numbers import formatted
 
 __all__ = ["FUNCTIONS", "MAX_COST", "MAX_INT_BITS", "MAX_VALUE_SIZE", "MISSING", "Condition", "ExpressionError",
            "Template"]
@@ -283,7 +284,7 @@ class Template:
                 out.append("?")
                 continue
             try:
-                shown = format(value, spec)
+                shown = formatted(value, spec)
             except (TypeError, ValueError, ArithmeticError):
                 shown = _plain(value)
             out.append(shown if len(shown) <= MAX_RENDERED_CHARS else shown[: MAX_RENDERED_CHARS - 1] + "…")

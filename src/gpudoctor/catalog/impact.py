@@ -25,12 +25,14 @@ What it must not do: know any rule's facts; read files; import anything heavy.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from gpudoctor.catalog.expr import MISSING, Condition, ExpressionError, Template
+from gpudoctor.catalog.registry import REGISTRY
 from gpudoctor.model import Impact, Severity
 
 SIDES = ("gpu", "host", "none")
@@ -48,6 +50,7 @@ STEP = "step_time_ms"
 STEP_FALLBACKS = ("step_time_p50_ms", "rank_step_time_ms")
 GPU_BUSY = "gpu_busy_ms_per_step"
 HOST_FLOOR = "host_floor_ms"
+PROFILED_STEP = "profiled_step_ms"
 
 
 class ImpactModel(msgspec.Struct, frozen=True):
@@ -108,17 +111,17 @@ def estimate(model: ImpactModel | None, env: Mapping[str, Any]) -> Verdict:
     assert model.cost_ms and model.saved_ms_low and model.saved_ms_high and model.basis
     step = next((v for v in (_number(env.get(n)) for n in (STEP, *STEP_FALLBACKS)) if v is not None), None)
     if step is None or step <= 0:
-        return Verdict(None, f"no estimate: needs {STEP} (a step time from the agent or a trace with ProfilerStep#N)")
+        return Verdict(None, "needs a step time (from the agent, or a trace with ProfilerStep#N)")
     try:
         cost = _number(model.cost_ms.evaluate(env))
         low = _number(model.saved_ms_low.evaluate(env))
         high = _number(model.saved_ms_high.evaluate(env))
         moved_floor = _number(model.floor_ms.evaluate(env)) if model.floor_ms is not None else None
     except ExpressionError as exc:
-        return Verdict(None, f"no estimate: {exc}")
+        return Verdict(None, f"the estimate could not be computed ({exc})")
     if low is None or high is None:
         absent = [n for n in model.names if env.get(n) is None]
-        return Verdict(None, f"no estimate: needs {', '.join(absent) or 'the estimate facts'}")
+        return Verdict(None, f"needs {described(absent) or 'measurements this run lacks'}")
     low, high = sorted((max(0.0, low), max(0.0, high)))
     floor_name = HOST_FLOOR if model.side == "gpu" else GPU_BUSY
     floor = moved_floor if moved_floor is not None else _number(env.get(floor_name))
@@ -130,7 +133,10 @@ def estimate(model: ImpactModel | None, env: Mapping[str, Any]) -> Verdict:
         basis = model.basis.render(env) + bound
     except ExpressionError as exc:
         basis = f"(basis could not be rendered: {exc})"
-    cost_pct = 100.0 * cost / step if cost is not None else None
+    # the share is of the step the report's verdict divides (the profiled step, when a trace has one), so
+    # that one time never reads as two percentages in one report
+    base = _number(env.get(PROFILED_STEP)) or step
+    cost_pct = 100.0 * cost / base if cost is not None else None
     return Verdict(Impact(
         cost_ms_per_step=round(cost, 3) if cost is not None else None,
         cost_pct_of_step=round(cost_pct, 1) if cost_pct is not None else None,
@@ -162,6 +168,18 @@ def severity_from(impact: Impact, options: Mapping[str, Any]) -> Severity:
     if gain >= float(opts["impact_warning_speedup"]):
         return Severity.WARNING
     return Severity.INFO
+
+
+def described(names: list[str]) -> str:
+    """Fact names in words, for a reader: ``GPU idle per step while the host loads the next batch; …``
+    (each fact's registry doc up to its first comma or parenthesis; the name where none is declared)."""
+    words: list[str] = []
+    for name in names:
+        doc = next((spec.doc for spec in REGISTRY if spec.name == name), "")
+        short = re.split(r"[,(:;]", doc, maxsplit=1)[0].strip() if doc else name
+        if short and short not in words:
+            words.append(short)
+    return "; ".join(words)
 
 
 def _number(value: Any) -> float | None:

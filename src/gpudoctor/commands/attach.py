@@ -61,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="passive only: do not inject the in-process agent (no step timings)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="record a torch.profiler window of N steps during the watch (needs the agent)")
+    parser.add_argument("--keep-traces", action="store_true",
+                        help="keep the profile traces the agent writes (in /tmp/gpudoctor-<uid> or "
+                             "/run/user/<uid>/gpudoctor) once analysed; by default they are removed")
     parser.add_argument("--no-auto-profile", action="store_true",
                         help=f"do not take the automatic {AUTO_PROFILE_STEPS}-step profile window once steps are seen "
                              "(the verdict and estimates then rest on NVML and the agent's timings only)")
@@ -125,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     auto_profile = 0 if once or args.no_agent or args.no_auto_profile or args.profile else AUTO_PROFILE_STEPS
     session = LiveSession(pid, catalog, config.options, agent=agent_mode,
                           interval_s=args.interval, window_s=window_s, use_stacks=not args.no_stacks,
-                          auto_profile_steps=auto_profile)
+                          auto_profile_steps=auto_profile, keep_traces=args.keep_traces)
     if launched is not None:
         session.add_note("launcher", f"PID {args.pid} only launches `{_short(launched[1])}` (PID {pid}), which "
                                      f"does the work: watching PID {pid}.")

@@ -20,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpudoctor.commands.common import add_rule_arguments, prepare
+from gpudoctor.commands.common import add_rule_arguments, exit_status, prepare
 from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.severity import Severity
 
 EXAMPLE = "input_bound.py"
 AGENT_WAIT_S = 60.0
@@ -36,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="report format without a terminal")
     parser.add_argument("--no-dashboard", action="store_true", help="print the report even on a terminal")
     add_rule_arguments(parser)
+    for action in parser._actions:
+        if action.dest == "fail_on":
+            action.help = ("without a terminal: exit 1 when a finding at or above this severity exists (default: "
+                           "exit 0, the demo's findings are planted)")
 
 
 def example_path() -> Path | None:
@@ -116,7 +121,9 @@ def _diagnose(args: argparse.Namespace, child: subprocess.Popen[bytes], log_path
     report.command = "demo"
     report.inputs = [f"examples/{EXAMPLE} (pid {pid})"]
     render(report, args.format)
-    return int(ExitCode.OK)  # findings are the point of a demo, not a failure
+    if args.fail_on is None:
+        return int(ExitCode.OK)  # findings are the point of a demo, not a failure, unless --fail-on asks
+    return exit_status(report, Severity.parse(args.fail_on))
 
 
 def _stop_job(child: subprocess.Popen[bytes]) -> None:

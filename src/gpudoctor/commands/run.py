@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-dashboard", action="store_true", help="never open the dashboard; print a report")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="record a torch.profiler window of N steps once training runs")
+    parser.add_argument("--keep-traces", action="store_true",
+                        help="keep the profile traces the agent writes (in /tmp/gpudoctor-<uid> or "
+                             "/run/user/<uid>/gpudoctor) once analysed; by default they are removed")
     parser.add_argument("--no-auto-profile", action="store_true",
                         help="do not take the automatic 5-step profile window once steps are seen")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between readings")
@@ -311,7 +314,8 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
         return None, False
     session = LiveSession(pid, catalog, options, use_agent=True, interval_s=args.interval,
                           window_s=args.window, use_stacks=not args.no_stacks,
-                          auto_profile_steps=0 if args.profile or args.no_auto_profile else AUTO_PROFILE_STEPS)
+                          auto_profile_steps=0 if args.profile or args.no_auto_profile else AUTO_PROFILE_STEPS,
+                          keep_traces=args.keep_traces)
     interactive = sys.stdout.isatty() and args.output is None and not args.no_dashboard
     if interactive and args.duration is None:
         from gpudoctor.tui.app import run_dashboard

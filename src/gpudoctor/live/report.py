@@ -70,7 +70,7 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
         rows = [{c: _r(r.get(c)) if isinstance(r.get(c), float) else r.get(c) for c in cols} for r in snap.rank_profile]
         tables.append(MetricTable("Profile window, every rank", cols, rows, key="rank_profile"))
     notes = list(snap.notes)
-    notes.append(f"agent: {snap.agent.status}" + (f" — {snap.agent.detail}" if snap.agent.detail else ""))
+    notes.append(agent_note(str(snap.agent.status), snap.agent.detail))
     # a finished target may be this process's waited-for child (gpudoctor run): its CPU would count as ours
     own = watcher_cost_note(snap.steps.agent_cpu_pct if snap.steps is not None else None,
                             elapsed_s if proc is not None and proc.alive else None)
@@ -116,6 +116,16 @@ def watcher_cost_note(agent_cpu_pct: float | None, elapsed_s: float | None) -> s
         parts.append(f"this watcher with py-spy {100.0 * used / elapsed_s / cpus:.1f}% of the {cpus} CPUs "
                      f"({used / elapsed_s:.2f} cores)")
     return "gpudoctor's own cost: " + "; ".join(parts) if parts else None
+
+
+def agent_note(status: str, detail: str) -> str:
+    """``agent: connected``, or ``agent: lost — <why>``; a detail that already says the status word
+    stands alone (it read "agent: lost — lost the agent")."""
+    if not detail:
+        return f"agent: {status}"
+    if status.lower() in detail.lower():
+        return f"agent: {detail}"
+    return f"agent: {status} — {detail}"
 
 
 def _no_step_headline(snap: Snapshot) -> str | None:

@@ -15,27 +15,26 @@ No textual/rich imports here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+from gpudoctor.agent.paths import candidate_dirs
 from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.catalog import Catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.catalog.merge import (
-    bound_by_live_input,
-    defer_symptoms,
-    judged_clear,
-    merge_findings,
-    withdraw_cleared,
-)
+from gpudoctor.catalog.finalize import finalize
+from gpudoctor.catalog.merge import judged_clear
 from gpudoctor.live import stacks as stacks_mod
 from gpudoctor.live.agentlink import AgentLink
-from gpudoctor.live.bottleneck import live_bottleneck, reconciled_bottleneck
+from gpudoctor.live.bottleneck import INPUT_BOUND_PCT, live_bottleneck, reconciled_bottleneck
 from gpudoctor.live.facts import LOADER_CONTEXT, build_factsets, steps_in_window
 from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
@@ -79,11 +78,14 @@ class LiveSession:
                  agent: str = "inject", interval_s: float = 1.0, window_s: float = 5.0,
                  use_stacks: bool = True, history_len: int = 600, on_windows: int = 2, off_windows: int = 2,
                  nvml: NvmlCollector | None = None, use_agent: bool | None = None,
-                 auto_profile_steps: int = 0) -> None:
+                 auto_profile_steps: int = 0, keep_traces: bool = False) -> None:
         """``agent``: ``inject`` (find or inject the agent), ``find`` (only one already running), ``off``.
         ``use_agent`` is the older boolean form (True = inject, False = off). ``auto_profile_steps``: once
         the agent has seen steps, take one profile window of that many steps on its own, so that the
-        bottleneck verdict and the impact estimates rest on a trace within seconds (0: never)."""
+        bottleneck verdict and the impact estimates rest on a trace within seconds (0: never).
+        ``keep_traces``: leave the profile traces where the agent wrote them once analysed (by default
+        they are removed, and the report's note says so)."""
+        self.keep_traces = keep_traces
         if use_agent is not None:
             agent = "inject" if use_agent else "off"
         self.pid = pid
@@ -300,8 +302,11 @@ class LiveSession:
         self._auto_profile_asked = True
         said = self.profile(self._auto_profile_steps, timeout_s=AUTO_PROFILE_TIMEOUT_S)
         late = f" ({self._warm_up.reason})" if self._warm_up.reason else ""
+        # the window's outcome is its own note ("profile window: …", then the trace's analysis): a state
+        # said here ("armed") would stay in the report after the window ended
+        outcome = "" if said.startswith("profiling ") else f": {said}"
         self._note("auto-profile", f"automatic {self._auto_profile_steps}-step profile window (--no-auto-profile "
-                                   f"turns it off){late}: {said}")
+                                   f"turns it off){late}{outcome}")
 
     def _keep_step_samples(self) -> None:
         """Keep the step times the agent reported since the previous poll (``recent_step_times_ms``,
@@ -402,6 +407,7 @@ class LiveSession:
         if not paths:
             return
         findings, note, report = analyze_trace_set(paths, self.catalog, self.options, self._loader_context())
+        note += self._dispose_traces(paths, report is not None)
         if self._rank_profile is not None:
             self._rank_profile.outcome = (f"analysed {len(paths)} rank traces" if report is not None
                                           else "failed: " + note)
@@ -416,6 +422,7 @@ class LiveSession:
         if trace is None:
             return
         findings, note, report = analyze_trace_set([trace], self.catalog, self.options, self._loader_context())
+        note += self._dispose_traces([trace], report is not None)
         self._agent.mark_analysed()
         with self._lock:
             self._keep_profile_locked(findings, report)
@@ -423,6 +430,35 @@ class LiveSession:
                 self._profile_bottleneck = report.bottleneck
             if note:
                 self._notes["profile"] = note
+
+    def _input_bound_pct(self) -> float:
+        """GD102's ``max_dataloader_pct`` as the user set it (the data wait from which the GPU waits)."""
+        rule = self.catalog.get("GD102")
+        resolved = {**(rule.options if rule is not None else {}), **(self.options.get("GD102") or {})}
+        return float(resolved.get("max_dataloader_pct", INPUT_BOUND_PCT))
+
+    def _dispose_traces(self, paths: list[str], analysed: bool) -> str:
+        """Remove analysed profile traces from the agent's private directory (they piled up in
+        /tmp/gpudoctor-<uid>), unless ``keep_traces``; what the note should add. A trace that could not
+        be analysed, or one outside that directory, stays where it is."""
+        if self.keep_traces or not analysed:
+            return "; kept" if analysed else ""
+        private = {d.resolve() for d in candidate_dirs(os.geteuid())} | {
+            d.resolve() for d in candidate_dirs(self._target_uid())}
+        removed = 0
+        for path in paths:
+            file = Path(path)
+            if file.resolve().parent in private and file.name.startswith("trace-"):
+                with contextlib.suppress(OSError):
+                    file.unlink()
+                    removed += 1
+        return "; removed after the analysis (--keep-traces keeps it)" if removed else ""
+
+    def _target_uid(self) -> int:
+        try:
+            return os.stat(f"/proc/{self.pid}").st_uid
+        except OSError:
+            return os.geteuid()
 
     def _loader_context(self) -> dict[str, Any]:
         """What the job's live facts say of its DataLoader that a profile window's trace cannot show
@@ -444,21 +480,20 @@ class LiveSession:
 
     def _snapshot_locked(self) -> Snapshot:
         latest_gpus = self._gpu_hist[-1] if self._gpu_hist else ()
-        wait = self._live_job.get("data_wait_pct")
         seen = [*self._findings, *self._profile_findings]
-        kept = withdraw_cleared(seen, {Source.TRACE: self._trace_clear})
-        withdrawn = sorted({f.code for f in seen} - {f.code for f in kept})
+        bottleneck = (reconciled_bottleneck(self._profile_bottleneck, self._live_job, self._input_bound_pct())
+                      if self._profile_bottleneck is not None else self._live_bottleneck)
+        findings = finalize(seen, self.catalog, options=self.options, cleared={Source.TRACE: self._trace_clear},
+                            live=self._live_job, verdict_line=bottleneck.line if bottleneck else None)
+        withdrawn = sorted({f.code for f in seen} - {f.code for f in findings})
         notes = tuple(self._notes.values()) + ((
             f"{', '.join(withdrawn)}: the profile window judged it and found nothing to fix; the live reading, "
             "which could not say what it costs, is withdrawn.",) if withdrawn else ())
-        bottleneck = (reconciled_bottleneck(self._profile_bottleneck, self._live_job)
-                      if self._profile_bottleneck is not None else self._live_bottleneck)
-        findings = merge_findings(bound_by_live_input(kept, float(wait) if isinstance(wait, (int, float)) else None))
         return Snapshot(
             timestamp=time.time(), started_at=self.started_at, target_pid=self.pid,
             process=self._process, gpus=latest_gpus, shm=self._shm, stacks=self._stacks,
             steps=self._agent.steps, agent=self._agent.state(),
-            findings=tuple(defer_symptoms(findings, bottleneck.line if bottleneck else None)),
+            findings=tuple(findings),
             bottleneck=bottleneck,
             not_evaluated=tuple(self._not_evaluated), notes=notes,
             ranks=self._ranks.pids if self._ranks is not None else (),
@@ -505,7 +540,9 @@ def analyze_trace_set(paths: list[str], catalog: Catalog, options: Mapping[str, 
     what = f"the profile trace {paths[0]}" if len(paths) == 1 else f"the profile traces of {len(paths)} ranks"
     if report is None:
         return [], f"could not analyse {what}: {why}", None
-    return list(report.findings), f"{what} analysed ({len(report.findings)} findings): " + ", ".join(paths), report
+    found = f"{len(report.findings)} finding" + ("" if len(report.findings) == 1 else "s")
+    listed = "" if len(paths) == 1 else ": " + ", ".join(paths)   # one path is named in ``what`` already
+    return list(report.findings), f"{what} analysed ({found}){listed}", report
 
 
 def analyze_trace(path: str, catalog: Catalog, options: Mapping[str, Mapping[str, Any]]

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from gpudoctor.model import Finding
+from gpudoctor.model import Finding, Severity
+from gpudoctor.numbers import speedup
 
 
 class FindingGroup(msgspec.Struct, frozen=True):
@@ -48,12 +49,20 @@ class FindingGroup(msgspec.Struct, frozen=True):
         text = f"the same on {len(self.members)} ranks"
         largest = ""
         if len(gains) == len(self.members) and gains:
-            low, high = min(gains), max(gains)
-            if high - low < 0.005:
-                text += f" (est. {low:.2f}× each)"
+            shown = speedup(min(gains), max(gains))
+            if "–" not in shown:
+                text += f" (est. {shown} each)"
             else:
-                text += f" (est. {low:.2f}–{high:.2f}× per rank)"
-                largest = ", the largest"
+                text += f" (est. {shown} per rank)"
+                if self.lead.impact is not None and self.lead.impact.est_speedup >= max(gains):
+                    largest = ", the largest"
+        severities = {f.severity for f in self.members}
+        if len(severities) > 1:
+            by = sorted(severities, key=lambda s: -s.rank)
+            text += "; " + ", ".join(
+                f"{s.value} on {'rank' if len(r) == 1 else 'ranks'} {rank_ranges(r)}"
+                for s in by if (r := [f.location.rank for f in self.members
+                                      if f.severity is s and f.location.rank is not None]))
         lead = self.lead.location.rank
         return text + (f"; shown: rank {lead}{largest}" if lead is not None else "")
 
@@ -62,12 +71,14 @@ def _key(f: Finding) -> tuple[object, ...] | None:
     loc = f.location
     if loc.rank is None or loc.line is not None or loc.gpu is not None or loc.pid is not None or loc.step is not None:
         return None
-    return (f.code, f.severity, tuple(s.value for s in f.sources), f.impact is None)
+    return (f.code,)
 
 
 def group_findings(findings: Sequence[Finding]) -> list[FindingGroup]:
-    """Findings in their order, the same rule's per-rank findings (same severity and sources) folded
-    into the first of them."""
+    """Findings in their order, the same rule's per-rank findings folded into one group in the place of
+    the first of them; the group's lead is its most severe member (the first of those), so that one
+    card carries the highest severity and names the ranks (a rule at warning on rank 1 and info on
+    rank 0 is one card, not two with the same text)."""
     members: list[list[Finding]] = []
     at: dict[tuple[object, ...], list[Finding]] = {}
     for f in findings:
@@ -78,7 +89,11 @@ def group_findings(findings: Sequence[Finding]) -> list[FindingGroup]:
         members.append([f])
         if key is not None:
             at[key] = members[-1]
-    return [FindingGroup(m[0], tuple(m[1:])) for m in members]
+    groups = []
+    for m in members:
+        lead = max(m, key=lambda f: f.severity.rank)   # max keeps the first of equals
+        groups.append(FindingGroup(lead, tuple(f for f in m if f is not lead)))
+    return groups
 
 
 def rank_ranges(ranks: Sequence[int]) -> str:
@@ -95,3 +110,27 @@ def rank_ranges(ranks: Sequence[int]) -> str:
     if run:
         out.append(str(run[0]) if len(run) == 1 else f"{run[0]}–{run[-1]}")
     return ", ".join(out)
+
+
+def split_no_gain(groups: Sequence[FindingGroup]) -> tuple[list[FindingGroup], list[FindingGroup]]:
+    """(cards, the rest): an info group whose every member's fix is estimated at ``1.00×`` gains nothing a
+    card could show (``est. 1.00× · costs 0.0 ms/step``); the views name those on one line instead."""
+    cards: list[FindingGroup] = []
+    rest: list[FindingGroup] = []
+    for group in groups:
+        quiet = all(f.severity is Severity.INFO and f.impact is not None and f.impact.gains_nothing
+                    for f in group.members)
+        (rest if quiet else cards).append(group)
+    return cards, rest
+
+
+def no_gain_line(groups: Sequence[FindingGroup]) -> str:
+    """``Also found, each fix estimated at 1.00×: GD302 pageable-memcpy (ranks 0–1).``"""
+    if not groups:
+        return ""
+    def place(g: FindingGroup) -> str:
+        return f"ranks {rank_ranges(g.ranks)}" if g.others else g.where()
+
+    named = ", ".join(f"{g.lead.code} {g.lead.name} ({place(g)})" if place(g) else f"{g.lead.code} {g.lead.name}"
+                      for g in groups)
+    return f"Also found, each fix estimated at 1.00× (no card): {named}."

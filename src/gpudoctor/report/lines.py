@@ -12,15 +12,17 @@ from typing import TextIO
 
 from gpudoctor.model import Finding, Severity
 from gpudoctor.report.model import Report
+from gpudoctor.report.tables import plain_lines
 
 _COLORS = {Severity.CRITICAL: "\033[1;31m", Severity.WARNING: "\033[1;33m", Severity.INFO: "\033[1;36m"}
 _DIM, _BOLD, _RESET = "\033[2m", "\033[1m", "\033[0m"
 
 
 def finding_line(finding: Finding, color: bool = False) -> str:
-    """``path:line:col: GD301 message`` (the location part is left out when there is none)."""
+    """``path:line:col: GD301 [warning] message`` (the location part is left out when there is none)."""
     where = finding.location.describe()
-    code = f"{_COLORS[finding.severity]}{finding.code}{_RESET}" if color else finding.code
+    tag = f"{finding.code} [{finding.severity.value}]"
+    code = f"{_COLORS[finding.severity]}{tag}{_RESET}" if color else tag
     place = f"{_BOLD}{where}{_RESET}" if color and where else where
     return f"{place}: {code} {finding.message}" if where else f"{code} {finding.message}"
 
@@ -39,9 +41,10 @@ def write_lines(report: Report, out: TextIO, color: bool | None = None) -> None:
         previous = path
         out.write(finding_line(finding, color) + "\n")
     for table in report.tables:
-        out.write(f"\n{table.title}\n")
-        for row in table.rows:
-            out.write("  " + "  ".join(f"{row.get(c)}" for c in table.columns) + "\n")
+        out.write(f"\n{table.title}\n" if previous is not None else f"{table.title}\n")
+        previous = ""
+        for line in plain_lines(table):
+            out.write(f"  {line}\n")
     for item in report.not_evaluated:
         text = f"{item.code} {item.name} not evaluated: needs {item.needs}"
         out.write(f"{_DIM}{text}{_RESET}\n" if color else text + "\n")

@@ -13,7 +13,9 @@ from typing import Any, TextIO
 
 from gpudoctor import __version__
 from gpudoctor.model import Finding, Severity
-from gpudoctor.report.grouping import group_findings
+from gpudoctor.numbers import count, plain
+from gpudoctor.report import tables
+from gpudoctor.report.grouping import FindingGroup, group_findings, no_gain_line, split_no_gain
 from gpudoctor.report.model import MetricTable, Report
 from gpudoctor.report.stepbar import STYLE, legend, legend_text, plain_bar, segments
 
@@ -72,22 +74,22 @@ def _json_default(value: Any) -> Any:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if value != value:  # NaN
-            return "–"
-        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_fmt(v) for v in value[:5]) + (" …" if len(value) > 5 else "")
-    return "–" if value is None else str(value)
+    return plain(value)
 
 
 def impact_line(finding: Finding) -> str:
     """``est. 1.49–1.63× · costs 11.1 ms/step (51%) — <basis>``, or why there is no estimate."""
     if finding.impact is not None:
         return f"{finding.impact.describe()} — {finding.impact.basis}"
-    return f"no estimate: {finding.impact_note}" if finding.impact_note else ""
+    return f"no estimate: {note_text(finding.impact_note)}" if finding.impact_note else ""
+
+
+def note_text(note: str) -> str:
+    """An impact note without a leading ``no estimate:`` of its own (the views say it once)."""
+    text = note.strip()
+    while text.lower().startswith("no estimate:"):
+        text = text[len("no estimate:"):].strip()
+    return text
 
 
 def sources_text(finding: Finding) -> str:
@@ -112,8 +114,8 @@ def to_markdown(report: Report) -> str:
         lines += [f"Inputs: {', '.join(f'`{i}`' for i in report.inputs)}", ""]
     for b in _shown_bottlenecks(report):
         lines += [f"**Bottleneck:** {b.line}", "", "```", plain_bar(b), legend_text(b), "```", ""]
-    groups = group_findings(report.findings)
-    lines += [_summary_sentence(report, len(groups)), ""]
+    groups, quiet = split_no_gain(group_findings(report.findings))
+    lines += [_summary_sentence(report, len(groups), len(quiet)), ""]
     for number, group in enumerate(groups, 1):
         f = group.lead
         where = f" — {group.where()}" if group.where() else ""
@@ -131,22 +133,16 @@ def to_markdown(report: Report) -> str:
             lines += ["Before:", "", f"```{f.fix.language}", f.fix.before, "```", ""]
         if f.fix.after:
             lines += ["After:", "", f"```{f.fix.language}", f.fix.after, "```", ""]
+    if quiet:
+        lines += [no_gain_line(quiet), ""]
     for table in report.tables:
-        lines += [f"## {table.title}", "", _md_table(table), ""]
-    if report.not_evaluated:
-        lines += ["## Not evaluated", ""]
-        lines += [f"- {n.code} {n.name} ({n.source.value}): needs {n.needs}" for n in report.not_evaluated]
-        lines.append("")
+        lines += [f"## {table.title}", "", tables.markdown(table), ""]
+    not_evaluated = not_evaluated_lines(report)
+    if not_evaluated:
+        lines += ["## Not evaluated", ""] + [f"- {n}" for n in not_evaluated] + [""]
     if report.notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in report.notes] + [""]
+        lines += ["## Notes", ""] + [f"- {n}" for n in tidy_notes(report.notes)] + [""]
     return "\n".join(lines)
-
-
-def _md_table(table: MetricTable) -> str:
-    head = "| " + " | ".join(table.columns) + " |"
-    sep = "| " + " | ".join("---" for _ in table.columns) + " |"
-    body = ["| " + " | ".join(_fmt(row.get(c)) for c in table.columns) + " |" for row in table.rows]
-    return "\n".join([head, sep, *body])
 
 
 def _shown_bottlenecks(report: Report) -> list[Any]:
@@ -156,27 +152,62 @@ def _shown_bottlenecks(report: Report) -> list[Any]:
     return [report.bottleneck] if report.bottleneck is not None else []
 
 
-def _summary_sentence(report: Report, cards: int | None = None) -> str:
+def _summary_sentence(report: Report, cards: int | None = None, quiet: int = 0) -> str:
     if report.headline:
         return report.headline
     if not report.findings:
-        return "No problems found." + (f" {len(report.not_evaluated)} rules could not be evaluated."
+        return "No problems found." + (f" {count(len(report.not_evaluated), 'rule')} could not be evaluated."
                                        if report.not_evaluated else "")
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
     parts = [f"{n} {s.value}" for s, n in sorted(counts.items(), key=lambda kv: -kv[0].rank) if n]
-    noun = "finding" if len(report.findings) == 1 else "findings"
     folded = ""
-    if cards is not None and cards < len(report.findings):
-        folded = f" Shown as {cards}: a rule that fires on several ranks is one card."
-    return f"{len(report.findings)} {noun}: {', '.join(parts)}.{folded}"
+    if cards is not None and cards + quiet < len(report.findings):
+        folded = f" Shown as {count(cards, 'card')}: a rule that fires on several ranks is one card."
+    elif cards is not None and quiet:
+        folded = f" Shown as {count(cards, 'card')}."
+    return f"{count(len(report.findings), 'finding')}: {', '.join(parts)}.{folded}"
+
+
+#: A "needs" text that says the rule wants NVML: said once by the note that NVML is absent.
+_NVML_NEEDS = ("NVML", "GPM metrics")
+
+
+def not_evaluated_lines(report: Report) -> list[str]:
+    """The rules that could not be judged, one line each, without repeats: a rule listed once per
+    source and reason, and the rules that need only NVML readings folded into one line when a note
+    already says NVML is absent."""
+    nvml_absent = any("NVML is not available" in n for n in report.notes)
+    seen: set[tuple[str, str]] = set()
+    lines: list[str] = []
+    nvml_codes: list[str] = []
+    for n in report.not_evaluated:
+        if (n.code, n.needs) in seen:
+            continue
+        seen.add((n.code, n.needs))
+        if nvml_absent and all(any(w in part for w in _NVML_NEEDS) or not part.strip()
+                               for part in n.needs.split(";")):
+            nvml_codes.append(n.code)
+            continue
+        lines.append(f"{n.code} {n.name} [{n.source.value}]: needs {n.needs}")
+    if nvml_codes:
+        lines.append(f"{', '.join(dict.fromkeys(nvml_codes))}: need NVML readings, absent here (see the note on NVML)")
+    return lines
+
+
+def tidy_notes(notes: list[str]) -> list[str]:
+    """Notes without repeats (the same note twice, or one that another already contains)."""
+    out: list[str] = []
+    for note in notes:
+        text = note.strip()
+        if text and not any(text == o or text in o for o in out):
+            out = [o for o in out if o not in text] + [text]
+    return out
 
 
 # ---------------------------------------------------------------- terminal text (rich)
 
 def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
-    from rich.console import Console, Group
-    from rich.panel import Panel
-    from rich.syntax import Syntax
+    from rich.console import Console
     from rich.text import Text
 
     is_tty = out.isatty() if hasattr(out, "isatty") else False
@@ -192,46 +223,60 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
         console.print(Text("Bottleneck: ", style="bold") + Text(b.line))
         console.print(rich_bar(b, max(20, min(console.width, 100) - 2)))
         console.print(rich_legend(b))
-    groups = group_findings(report.findings)
-    console.print(_summary_sentence(report, len(groups)))
+    groups, quiet = split_no_gain(group_findings(report.findings))
+    console.print(_summary_sentence(report, len(groups), len(quiet)))
     console.print()
     for number, group in enumerate(groups, 1):
-        f = group.lead
-        head = Text()
-        head.append(f"{number}. ", style="bold")
-        head.append(f" {f.severity.value.upper()} ", style=_SEVERITY_STYLE[f.severity])
-        head.append(f" {f.code} {f.name}", style="bold")
-        if group.where():
-            head.append(f"  {group.where()}", style="dim")
-        parts: list[Any] = [Text(f"{f.title}. ", style="bold") + Text(f.message)]
-        if group.spread():
-            parts.append(Text("Ranks: ", style="bold") + Text(group.spread()))
-        if f.impact is not None:
-            parts.append(Text("Gain: ", style="bold cyan") + Text(f.impact.describe(), style="bold")
-                         + Text(f" — {f.impact.basis}"))
-        elif f.impact_note:
-            parts.append(Text("Gain: ", style="bold cyan") + Text(f"no estimate: {f.impact_note}", style="dim"))
-        if sources_text(f):
-            parts.append(Text("Seen by: ", style="bold") + Text(sources_text(f)))
-        if f.evidence:
-            parts.append(Text("Evidence: ", style="bold") + Text(evidence_line(f)))
-        parts.append(Text("Fix: ", style="bold green") + Text(f.fix.summary))
-        for label, code in (("before", f.fix.before), ("after", f.fix.after)):
-            if code:
-                parts.append(Text(label, style="dim"))
-                parts.append(Syntax(code, f.fix.language or "python", theme="ansi_dark", word_wrap=True,
-                                    background_color="default"))
-        console.print(Panel(Group(*parts), title=head, title_align="left", border_style="dim", expand=True))
+        console.print(_card(number, group))
+    if quiet:
+        console.print(Text(no_gain_line(quiet), style="dim"))
+        console.print()
     for table in report.tables:
         console.print(_rich_table(table, console.width))
         console.print()
-    if report.not_evaluated:
+    not_evaluated = not_evaluated_lines(report)
+    if not_evaluated:
         console.print(Text("Not evaluated (evidence missing):", style="bold"))
-        for n in report.not_evaluated:
-            console.print(Text(f"  {n.code} {n.name} [{n.source.value}]: needs {n.needs}", style="dim"))
+        for line in not_evaluated:
+            console.print(Text(f"  {line}", style="dim"))
         console.print()
-    for note in report.notes:
+    for note in tidy_notes(report.notes):
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def _card(number: int, group: FindingGroup) -> Any:
+    """One finding group as a rich panel."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+    from rich.text import Text
+
+    f = group.lead
+    head = Text()
+    head.append(f"{number}. ", style="bold")
+    head.append(f" {f.severity.value.upper()} ", style=_SEVERITY_STYLE[f.severity])
+    head.append(f" {f.code} {f.name}", style="bold")
+    if group.where():
+        head.append(f"  {group.where()}", style="dim")
+    parts: list[Any] = [Text(f"{f.title}. ", style="bold") + Text(f.message)]
+    if group.spread():
+        parts.append(Text("Ranks: ", style="bold") + Text(group.spread()))
+    if f.impact is not None:
+        parts.append(Text("Gain: ", style="bold cyan") + Text(f.impact.describe(), style="bold")
+                     + Text(f" — {f.impact.basis}"))
+    elif f.impact_note:
+        parts.append(Text("Gain: ", style="bold cyan") + Text(impact_line(f), style="dim"))
+    if sources_text(f):
+        parts.append(Text("Seen by: ", style="bold") + Text(sources_text(f)))
+    if f.evidence:
+        parts.append(Text("Evidence: ", style="bold") + Text(evidence_line(f)))
+    parts.append(Text("Fix: ", style="bold green") + Text(f.fix.summary))
+    for label, code in (("before", f.fix.before), ("after", f.fix.after)):
+        if code:
+            parts.append(Text(label, style="dim"))
+            parts.append(Syntax(code, f.fix.language or "python", theme="ansi_dark", word_wrap=True,
+                                background_color="default"))
+    return Panel(Group(*parts), title=head, title_align="left", border_style="dim", expand=True)
 
 
 def rich_bar(bottleneck: Any, width: int) -> Any:
@@ -260,27 +305,15 @@ def rich_legend(bottleneck: Any) -> Any:
 
 
 def _rich_table(table: MetricTable, width: int) -> Any:
-    """A rich table; wide tables with few rows are turned on their side (metrics down, rows across)."""
+    """A rich table drawn from :func:`gpudoctor.report.tables.layout`."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
+    shape = tables.layout(table, width)
     t = Table(header_style="bold", box=None, pad_edge=False)
-    heading = Text(table.title, style="bold")
-    needed = sum(max(len(c), 6) + 2 for c in table.columns)
-    if needed <= width or len(table.rows) > 8 or len(table.columns) < 3:
-        for col in table.columns:
-            t.add_column(col, justify="left" if col in _TEXT_COLUMNS else "right", overflow="fold")
-        for row in table.rows:
-            t.add_row(*(_fmt(row.get(c)) for c in table.columns))
-        return Group(heading, t)
-    key, *metrics = table.columns
-    t.add_column("metric", justify="left", no_wrap=True)
-    for row in table.rows:
-        t.add_column(f"{key} {_fmt(row.get(key))}", justify="right")
-    for metric in metrics:
-        t.add_row(metric, *(_fmt(row.get(metric)) for row in table.rows))
-    return Group(heading, t)
-
-
-_TEXT_COLUMNS = {"rank", "file", "name", "gpu", "metric", "pid", "role", "code", "where"}
+    for col, text in zip(shape.header, shape.text_columns):
+        t.add_column(col, justify="left" if text else "right", overflow="fold")
+    for row in shape.rows:
+        t.add_row(*row)
+    return Group(Text(table.title, style="bold"), t)

@@ -16,10 +16,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.isolated import python_c
 from gpudoctor.model import FactSet, Location, Source
 from gpudoctor.report.model import MetricTable
 
@@ -80,7 +80,7 @@ def cudnn_versions(python: str | None = None, timeout_s: float = CUDNN_PROBE_TIM
     """
     out: dict[str, Any] = {"cudnn_build": None, "cudnn_runtime": None, "cudnn_versions_differ": None}
     try:
-        done = subprocess.run([python or sys.executable, "-c", _CUDNN_PROBE], capture_output=True, text=True,
+        done = subprocess.run(python_c(_CUDNN_PROBE, python), capture_output=True, text=True,
                               timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
         reply = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
@@ -208,5 +208,20 @@ def machine_table(machine: FactSet) -> MetricTable:
     shown = ("driver_version", "driver_cuda", "gpu_count", "torch_version", "torch_cuda", "cudnn_build",
              "cudnn_runtime", "nccl_version",
              "shm_size_mib", "cuda_visible_devices", "ptrace_scope", "cap_sys_ptrace", "ptrace_permitted")
-    rows = [{"metric": name, "value": "n/a" if machine.get(name) is None else machine.get(name)} for name in shown]
+    rows = [{"metric": name, "value": _why_absent(machine, name) if machine.get(name) is None else machine.get(name)}
+            for name in shown]
     return MetricTable(title="This machine", columns=["metric", "value"], rows=rows, key="machine")
+
+
+def _why_absent(machine: FactSet, name: str) -> str:
+    """``n/a`` with the reason a reader needs: no driver, a CPU build of torch, a variable not set."""
+    if name == "cuda_visible_devices":
+        return "not set"
+    if name in ("driver_version", "driver_cuda", "gpu_count"):
+        return "n/a (no NVIDIA driver: NVML not found)"
+    if name in ("torch_version", "torch_cuda", "cudnn_build", "cudnn_runtime", "nccl_version"):
+        if machine.get("torch_version") is None:
+            return "n/a (torch is not installed in this Python)"
+        if machine.get("torch_cuda") is None:
+            return "n/a (torch is a CPU build)"
+    return "n/a"
