@@ -103,6 +103,9 @@ def alternate(job_argv: list[str], modes: list[str], pairs: int, window_s: float
     job = Job(job_argv, env)
     out: dict[str, Any] = {"modes": {}, "cpus": os.cpu_count()}
     try:
+        deadline = time.monotonic() + warmup_s + 90.0       # torch's import on a loaded machine
+        while len(job.marks) < 3 and time.monotonic() < deadline and job.proc.poll() is None:
+            time.sleep(0.5)
         time.sleep(warmup_s)
         if len(job.marks) < 3:
             raise SystemExit("the job printed no progress: " + " ".join(job_argv))

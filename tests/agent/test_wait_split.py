@@ -57,6 +57,16 @@ def test_loading_in_the_loop_is_the_main_part(split: dict[str, dict[str, Any]]) 
     assert stats["loader_main_wait_ms"] >= 8.0 and stats["loader_main_steps"] >= 3
 
 
+def test_the_dataset_and_the_loaders_line_are_named(split: dict[str, dict[str, Any]]) -> None:
+    # input_wait_loop.py builds its loaders after the agent is in, so the construction line is seen
+    for stats in split.values():
+        assert stats["loader_dataset"].startswith("Timed.__getitem__ (") and "input_wait_loop.py:" in stats["loader_dataset"]
+        assert stats["loader_made_at"] and "input_wait_loop.py:" in stats["loader_made_at"]
+    lines = (HERE / "input_wait_loop.py").read_text().splitlines()
+    made = int(split["main"]["loader_made_at"].rsplit(":", 1)[1])
+    assert "DataLoader(" in lines[made - 1]
+
+
 def test_workers_slower_than_the_loop_are_the_steady_part(split: dict[str, dict[str, Any]]) -> None:
     stats = split["slow_workers"]
     parts = _parts(stats)
@@ -91,3 +101,13 @@ def test_loading_in_the_loop_gets_a_narrow_gd102_estimate(split: dict[str, dict[
     assert impact is not None and impact.est_speedup_low > 1.2
     assert impact.est_speedup_high / impact.est_speedup_low <= 1.5
     assert "to load in the training loop" in impact.basis
+
+
+def test_the_report_states_gpudoctors_own_cpu(split: dict[str, dict[str, Any]]) -> None:
+    from gpudoctor.live.report import watcher_cost_note
+
+    # stats() asked from the training thread (input_wait_loop.py) cannot time the agent's own thread
+    assert all(s["agent_cpu_pct"] is None for s in split.values())
+    note = watcher_cost_note(0.5, 10.0)
+    assert note is not None and "of one core in the target" in note and "CPUs" in note
+    assert watcher_cost_note(None, None) is None

@@ -26,6 +26,11 @@ def test_workers_forked_every_epoch_are_named_with_their_cost() -> None:
     # two workers forked per epoch of 8 steps: a few ms per step at the least
     assert evidence["loader_start_ms_per_step"] >= evidence["loader_start_fork_ms_per_step"] > 0.5
     assert found[0]["impact"] is not None and found[0]["impact"]["est_speedup_low"] > 1.0
+    # gpudoctor's own CPU is in the report: the agent's thread (asked over its socket) and the watcher
+    assert 0.0 <= report["steps"]["agent_cpu_pct"] < 20.0
+    assert any(n.startswith("gpudoctor's own cost: the agent's thread") for n in report["notes"]), report["notes"]
+    # the agent splits the wait: most of it is the restarts', GD106's (tests/agent/test_wait_split.py)
+    assert report["steps"]["data_wait_restart_ms_per_step"] > report["steps"]["data_wait_main_ms_per_step"]
     # the first batches' wait after each start is input wait too: where GD102 fires beside it, the lower
     # of the two says that their gains do not add (catalog/merge.py mark_shared_costs)
     pair = [f for f in report["findings"] if f["code"] in ("GD102", "GD106") and f["impact"] is not None]

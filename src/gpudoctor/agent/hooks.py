@@ -35,6 +35,7 @@ BATCH_SAMPLE_EVERY = 64
 #: batch after the workers were forked again (with the shutdown of the old ones at the epoch's end).
 WAIT_NONE, WAIT_STEADY, WAIT_MAIN, WAIT_FIRST, WAIT_RESTART = 0, 1, 2, 3, 4
 MAX_LOADER_STARTS = 256  # DataLoader worker starts kept for the windowed count
+MAX_LOADER_SITES = 64    # DataLoader construction sites kept
 
 # torch iterates its global optimizer-hook dict while it calls the hooks; adding or removing an entry
 # from another thread at that moment raises "dictionary changed size during iteration" inside the
@@ -92,6 +93,10 @@ class TorchHooks:
         self.loader_batch_bytes: int | None = None   # size of one batch as the loader returns it
         self.loader_workers: int | None = None
         self.loader_prefetch_factor: int | None = None
+        self.loader_dataset: str | None = None        # "Dataset.__getitem__ (file:line)" of the loop's loader
+        self.loader_made_at: str | None = None        # the user's file:line that built it (seen being built)
+        self._loader_ctor_patch: tuple[Any, Any, Any] | None = None   # (DataLoader, original, wrapper)
+        self._made_at: dict[int, str] = {}          # id(loader.dataset) -> the file:line that built the loader
         self.unaligned_weights: tuple[str, ...] | None = None  # shapes, read once from the step's optimizer
         self.graph_break_reasons: dict[str, int] = {}
         self.recompiles = 0
@@ -191,6 +196,35 @@ class TorchHooks:
         self._dataloader_cls, self._dataloader_orig, self._dataloader_wrapper = cls, original, __next__
         self.dataloader_hooked = True
         self._hook_worker_starts(dl)
+        self._hook_loader_construction(dl)
+
+    def _hook_loader_construction(self, dl: Any) -> None:
+        """Note the caller's file:line on each ``DataLoader(...)`` made while the agent is in (``gpudoctor
+        run`` sees the script build its loaders; an attach after that does not)."""
+        cls = getattr(dl, "DataLoader", None)
+        original = cls.__dict__.get("__init__") if cls is not None else None
+        if original is None or getattr(original, "__gpudoctor_wrapper__", False):
+            return
+
+        hooks_ref = weakref.ref(self)
+
+        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
+            original(loader, *args, **kwargs)
+            try:
+                frame: Any = sys._getframe(1)
+                while frame is not None and ("/torch/" in frame.f_code.co_filename
+                                             or "/gpudoctor/agent/" in frame.f_code.co_filename):
+                    frame = frame.f_back   # a DataLoader subclass's super().__init__()
+                hooks = hooks_ref()
+                if frame is not None and hooks is not None and len(hooks._made_at) < MAX_LOADER_SITES:
+                    hooks._made_at[id(loader.dataset)] = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+            except Exception:
+                pass
+
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]
+        __init__.__gpudoctor_wrapper__ = True  # type: ignore[attr-defined]
+        setattr(cls, "__init__", __init__)  # noqa: B010
+        self._loader_ctor_patch = (cls, original, __init__)
 
     def _hook_worker_starts(self, dl: Any) -> None:
         """Time each ``_MultiProcessingDataLoaderIter.__init__``: it forks the workers, which a loader
@@ -292,6 +326,11 @@ class TorchHooks:
             if self._dataloader_cls is not None and self._dataloader_cls.__dict__.get("__next__") is self._dataloader_wrapper:
                 self._dataloader_cls.__next__ = self._dataloader_orig
             self._dataloader_cls = None
+            if self._loader_ctor_patch is not None:
+                cls, original, wrapper = self._loader_ctor_patch
+                if cls.__dict__.get("__init__") is wrapper:
+                    setattr(cls, "__init__", original)  # noqa: B010
+                self._loader_ctor_patch = None
             if self._loader_init_patch is not None:
                 cls, original, wrapper = self._loader_init_patch
                 if cls.__dict__.get("__init__") is wrapper:
@@ -374,6 +413,8 @@ class TorchHooks:
             prefetch = getattr(it, "_prefetch_factor", None)
             self.loader_workers = int(workers) if isinstance(workers, int) else None
             self.loader_prefetch_factor = int(prefetch) if isinstance(prefetch, int) else None
+            self.loader_dataset = _dataset_site(getattr(it, "_dataset", None))
+            self.loader_made_at = self._made_at.get(id(getattr(it, "_dataset", None)), self.loader_made_at)
         except Exception:
             pass
 
@@ -577,6 +618,22 @@ def _tensor_bytes(obj: Any, tensor_type: type, depth: int) -> int:
         return 0
     items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
     return sum(_tensor_bytes(x, tensor_type, depth + 1) for x in list(items)[:256])
+
+
+def _dataset_site(dataset: Any) -> str | None:
+    """``"MyDataset.__getitem__ (train.py:57)"`` for the loop's dataset class — a torch wrapper such as
+    ``Subset`` is followed to the dataset it wraps — or None."""
+    for _ in range(4):
+        getitem = getattr(type(dataset), "__getitem__", None)
+        code = getattr(getitem, "__code__", None)
+        inner = getattr(dataset, "dataset", None)
+        if code is not None and "/torch/" in code.co_filename and inner is not None:
+            dataset = inner
+            continue
+        if code is None:
+            return None
+        return f"{type(dataset).__name__}.__getitem__ ({code.co_filename}:{code.co_firstlineno})"
+    return None
 
 
 def _quiet(fn: Any, *args: Any) -> None:

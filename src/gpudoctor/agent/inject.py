@@ -23,7 +23,7 @@ from typing import Any
 
 import gpudoctor
 from gpudoctor.agent.client import AgentClient, find_agent, wait_for_agent
-from gpudoctor.agent.paths import process_stopped, process_uid
+from gpudoctor.agent.paths import find_socket, process_stopped, process_uid
 from gpudoctor.exitcodes import ExitCode
 from gpudoctor.isolated import python_c
 
@@ -232,6 +232,12 @@ def _thread_gone(text: str) -> bool:
     return "no such process" in lowered or "esrch" in lowered
 
 
+def _interrupted_by_signal(text: str) -> bool:
+    """The injector's error when the stopped thread got another signal first (a SIGCHLD from a
+    DataLoader worker that exited): the injector restored the thread and let it go; trying again is safe."""
+    return "unexpectedly stopped by signal" in text.lower()
+
+
 def hypno_runner(pid: int, code: str, timeout_s: float) -> int:
     """The injector's own process (``python -c``): choose a thread and inject, again while threads exit.
 
@@ -253,6 +259,12 @@ def hypno_runner(pid: int, code: str, timeout_s: float) -> int:
             hypno.inject_py(tid, code)
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
+            if _interrupted_by_signal(text) and os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+                time.sleep(INJECT_START_DELAY_S * 4)
+                if find_socket(pid) is not None:     # the snippet ran before the signal came: injected
+                    print(f"tries {tries}")
+                    return 0
+                continue
             if _thread_gone(text) and os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
                 continue
             print(text, file=sys.stderr)

@@ -180,6 +180,13 @@ class StepStats:
     loader_main_step_ms: float | None = _doc("their mean step time", "ms")
     loader_main_wait_ms: float | None = _doc("their mean data wait: the time to load one step's batches there",
                                              "ms")
+    loader_dataset: str | None = _doc("the loop's dataset: Class.__getitem__ (file:line), a torch wrapper followed "
+                                      "to what it wraps (every 64th batch)")
+    loader_made_at: str | None = _doc("the user's file:line that built that DataLoader (seen when the agent was in "
+                                      "before it was built: gpudoctor run)")
+    agent_cpu_pct: float | None = _doc("CPU time of the agent's thread since it started, as a share of one core: "
+                                       "the most it can take from a Python-bound training thread through the GIL",
+                                       "%", fact=False)
     unaligned_weight_shapes: tuple[str, ...] | None = _doc(
         "shapes (e.g. 50257x768) of the step optimizer's 2-D weights with a dimension >= 1000 that is not a "
         "multiple of 8 (read at the first optimizer step; at most 8)", fact=False)

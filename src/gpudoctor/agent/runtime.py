@@ -218,6 +218,11 @@ class Agent:
     def stats(self, window_s: float) -> StatsReply:
         """The ``stats`` reply: step statistics over the last ``window_s`` seconds."""
         values = self._stats_values(window_s)
+        # this runs in the agent's own thread: its CPU time since it started, as a share of one core — the
+        # most it can take from a Python-bound training thread through the GIL (issue 36)
+        alive_s = time.time() - self.started_at
+        if alive_s > 1.0 and threading.current_thread().name == "gpudoctor-agent":
+            values["agent_cpu_pct"] = 100.0 * time.thread_time() / alive_s
         extra = {k: values.pop(k) for k in _EXTRA_FIELDS if k in values}
         extra["recent_step_times_ms"] = tuple(extra.get("recent_step_times_ms", ()))
         values["graph_break_reasons"] = tuple(tuple(r) for r in values.get("graph_break_reasons", ()))
@@ -257,7 +262,8 @@ class Agent:
             out.update(wait_split(recent))
         if th.loader_batch_bytes is not None:
             out.update(loader_batch_mib=th.loader_batch_bytes / 2**20, loader_workers=th.loader_workers,
-                       loader_prefetch_factor=th.loader_prefetch_factor)
+                       loader_prefetch_factor=th.loader_prefetch_factor, loader_dataset=th.loader_dataset,
+                       loader_made_at=th.loader_made_at)
         if th.unaligned_weights is not None:
             out["unaligned_weight_shapes"] = th.unaligned_weights
         out.update(self.torch_hooks.compile_counters(window_s))

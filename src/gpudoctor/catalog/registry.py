@@ -365,6 +365,8 @@ loader_steady_wait_ms                    live:job                               
 loader_main_steps                        live:job                                      count   agent            steps of the window whose batch was loaded in the training process
 loader_main_step_ms                      live:job                                      ms      agent            their mean step time
 loader_main_wait_ms                      live:job                                      ms      agent            their mean data wait: one step's batches loaded there
+loader_dataset                           live:job                                      text    agent            the loop's dataset: Class.__getitem__ (file:line)
+loader_made_at                           live:job                                      text    agent            the user's file:line that built the loop's DataLoader (gpudoctor run)
 loader_storage_bound                     live:job                                      bool    live.facts       loading hardly uses CPU (no worker busy, or the loop that loads under half a core): it waits on storage
 input_wait_fixable_ms_per_step           live:job                                      ms      live.facts       the data wait more workers remove: loading in the loop plus workers slower than the loop
 input_wait_fixable_pct                   live:job                                      %       live.facts       that wait as a share of the step

@@ -248,7 +248,10 @@ def input_values(job: dict[str, Any]) -> dict[str, Any]:
     loop_threads = job.get("loop_compute_threads")
     free = (max(1, int(cpus) - int(loop_threads) - 1) if isinstance(cpus, (int, float))
             and isinstance(loop_threads, int) else int(usable))
-    low_workers = int(usable) if job.get("loader_storage_bound") else max(1, min(int(usable), free))
+    # a loop that loads with under half a core may wait on storage — or be starved of CPU by other
+    # processes (this project's shared 2-core machine): only idle workers, measured, widen the low end
+    idle_workers = bool(job.get("worker_count")) and not job.get("worker_busy_count")
+    low_workers = int(usable) if idle_workers else max(1, min(int(usable), free))
     per_worker, count, loop_cpu = (job.get(k) for k in ("worker_cpu_mean_pct", "worker_count", "process_cpu_pct"))
     if (isinstance(workers, int) and workers > 0 and isinstance(cpus, (int, float)) and not job.get("loader_storage_bound")
             and isinstance(per_worker, (int, float)) and per_worker >= LOADER_CPU_BOUND_PCT

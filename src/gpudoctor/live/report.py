@@ -9,6 +9,7 @@ session measured; computes nothing new. No rich/textual imports.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from gpudoctor.agent.protocol import AgentStatus
@@ -70,6 +71,11 @@ def build_report(snap: Snapshot, elapsed_s: float | None = None, windows: int | 
         tables.append(MetricTable("Profile window, every rank", cols, rows, key="rank_profile"))
     notes = list(snap.notes)
     notes.append(agent_note(str(snap.agent.status), snap.agent.detail))
+    # a finished target may be this process's waited-for child (gpudoctor run): its CPU would count as ours
+    own = watcher_cost_note(snap.steps.agent_cpu_pct if snap.steps is not None else None,
+                            elapsed_s if proc is not None and proc.alive else None)
+    if own:
+        notes.append(own)
     if snap.shm is not None and snap.shm.total_mib is not None:
         notes.append(f"/dev/shm: {snap.shm.total_mib:.0f} MiB, {snap.shm.free_mib or 0:.0f} MiB free, "
                      f"{snap.shm.target_segments or 0} torch segments held ({snap.shm.target_segments_mib or 0:.1f} MiB)")
@@ -101,6 +107,25 @@ def _stopped_headline(snap: Snapshot) -> str | None:
     pid = snap.target_pid
     return (f"PID {pid} is stopped (state T: SIGSTOP or Ctrl-Z) and does no work, so nothing here is a diagnosis; "
             f"`kill -CONT {pid}` resumes it, then attach again.")
+
+
+def watcher_cost_note(agent_cpu_pct: float | None, elapsed_s: float | None) -> str | None:
+    """gpudoctor's own CPU: the agent's thread in the target (an upper bound on what it takes from a
+    Python-bound loop through the GIL) and this process with its py-spy children, as a share of the
+    machine's CPUs over the watch. The target's slowdown itself is measured by bench/watcher_overhead.py
+    (attached vs detached windows on one process); it is not visible from inside one watch."""
+    parts = []
+    if agent_cpu_pct is not None:
+        parts.append(f"the agent's thread {agent_cpu_pct:.2f}% of one core in the target")
+    if elapsed_s and elapsed_s > 1.0:
+        import resource
+
+        used = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                   for f in ("ru_utime", "ru_stime"))
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        parts.append(f"this watcher with py-spy {100.0 * used / elapsed_s / cpus:.1f}% of the {cpus} CPUs "
+                     f"({used / elapsed_s:.2f} cores)")
+    return "gpudoctor's own cost: " + "; ".join(parts) if parts else None
 
 
 def agent_note(status: str, detail: str) -> str:
