@@ -238,6 +238,9 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     report_owns_stdout = args.output is None and (args.format != "text" or not sys.stdout.isatty())
     child = start_command(cmd, stdout_to_stderr=report_owns_stdout)
+    if args.duration is not None:   # said first: after the report, the command is not stopped
+        print(f"gpudoctor: the report comes after {args.duration:g} s of watching; the command runs on after it "
+              "until it ends (Ctrl-C stops it).", file=sys.stderr)
     previous = signal.signal(signal.SIGTERM, lambda s, f: _forward(child, s))
     try:
         report, interrupted = _watch(args, child, catalog, config.options, started)
