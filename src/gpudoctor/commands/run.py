@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-dashboard", action="store_true", help="never open the dashboard; print a report")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="record a torch.profiler window of N steps once training runs")
+    parser.add_argument("--export-dir", type=Path, default=None, metavar="DIR",
+                        help="where the dashboard's e key writes its Markdown and JSON report "
+                             "(default: the current directory; the paths are shown and printed on exit)")
     parser.add_argument("--keep-traces", action="store_true",
                         help="keep the profile traces the agent writes (in /tmp/gpudoctor-<uid> or "
                              "/run/user/<uid>/gpudoctor) once analysed; by default they are removed")
@@ -324,7 +327,7 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
         from gpudoctor.tui.app import run_dashboard
 
         session.start()
-        run_dashboard(session)          # closes the session; the agent stays in the command
+        run_dashboard(session, export_dir=args.export_dir)   # closes the session; the agent stays in the command
         return None, False
     session.start()
     try:
