@@ -127,7 +127,10 @@ def _data_frame(rows: list[dict[str, Any]]) -> Any:
 
 def _resolve(config: ConfigLike) -> tuple[Config, Any]:
     """The configuration (as the CLI finds it when ``config`` is None) and the catalog it selects."""
+    from msgspec.structs import replace
+
     from gpudoctor.catalog import load_catalog
+    from gpudoctor.catalog.options import resolve_options
     from gpudoctor.catalog.rulefile import RuleFileError
 
     if isinstance(config, Config):
@@ -145,6 +148,7 @@ def _resolve(config: ConfigLike) -> tuple[Config, Any]:
         catalog = load_catalog(list(cfg.rule_dirs))
     except RuleFileError as exc:
         raise UserError(f"cannot load rules: {exc}", ExitCode.USAGE) from None
+    cfg = replace(cfg, options=resolve_options(catalog, cfg.options))
     return cfg, catalog.select(cfg.select, cfg.ignore)
 
 

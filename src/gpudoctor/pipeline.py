@@ -85,13 +85,12 @@ def analyze_paths(paths: Iterable[str | Path], catalog: Catalog | None = None,
 def analyze_traces(traces: Sequence[RankTrace], catalog: Catalog | None = None,
                    options: Mapping[str, Mapping[str, Any]] | None = None, per_step: bool = False) -> Report:
     """Judge already-loaded traces (one per rank)."""
-    from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
+    from gpudoctor.trace.facts import rank_factsets, run_factset
 
     ranks = [analyze_rank(t, keep_events=True) for t in traces]
     metrics = [r.metrics for r in ranks]
     facts = TraceSetFacts(ranks=ranks, notes=[n for t in traces for n in t.notes], corrupt=[],
-                          factsets=rank_factsets(metrics), run=run_factset(traces, metrics),
-                          straggler=straggler_factsets(metrics))
+                          factsets=rank_factsets(metrics), run=run_factset(traces, metrics))
     return judge_traces(facts, catalog, options, per_step)
 
 
@@ -103,15 +102,19 @@ def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
     from msgspec.structs import replace
 
     from gpudoctor.catalog.engine import evaluate
-    from gpudoctor.catalog.merge import defer_symptoms
+    from gpudoctor.catalog.finalize import finalize
     from gpudoctor.model import Source
     from gpudoctor.report.model import Report
     from gpudoctor.trace.bottleneck import rank_bottleneck
+    from gpudoctor.trace.facts import straggler_factsets
 
     started = time.perf_counter()
+    # GD601's scoring reads the user's GD601 options as its rule does (resolved by code: catalog.options)
+    facts.straggler = straggler_factsets(facts.metrics, (options or {}).get("GD601"))
     run = replace(facts.run, values={**facts.run.values, **context}) if context else facts.run
     factsets: list[FactSet] = [*facts.factsets, run, *facts.straggler]
-    result = evaluate(_catalog(catalog), factsets, [Source.TRACE], options or {})
+    rules = _catalog(catalog)
+    result = evaluate(rules, factsets, [Source.TRACE], options or {})
     notes = list(facts.notes)
     notes.extend(f"rule error: {e}" for e in result.errors)
     metrics = facts.metrics
@@ -121,8 +124,8 @@ def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
                     not_evaluated=result.not_evaluated, tables=trace_tables(facts, per_step), notes=notes,
                     data={"ranks": [rank_data(r) for r in facts.ranks], "run": dict(facts.run.values)})
     report.bottlenecks = [b for m in metrics if (b := rank_bottleneck(m.values, m.rank)) is not None]
-    if report.bottleneck is not None:
-        report.findings = defer_symptoms(report.findings, report.bottleneck.line)
+    report.findings = finalize(result.findings, rules, options=options,
+                               verdict_line=report.bottleneck.line if report.bottleneck is not None else None)
     if facts.corrupt:
         report.data["corrupt_files"] = list(facts.corrupt)
     report.elapsed_s = round(time.perf_counter() - started, 3)
@@ -172,6 +175,7 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
     """
     started = time.perf_counter()
     from gpudoctor.catalog.engine import evaluate
+    from gpudoctor.catalog.finalize import finalize
     from gpudoctor.model import Source
     from gpudoctor.report.model import Report
     from gpudoctor.static.sites import is_ignored
@@ -199,10 +203,12 @@ def check_paths(paths: Sequence[str | Path], env: bool = False, catalog: Catalog
         factsets.append(machine)
         tables.append(machine_table(machine))
         sources.append(Source.ENV)
-    result = evaluate(_catalog(catalog), factsets, sources, options or {})
-    findings = [f for f in result.findings
+    rules = _catalog(catalog)
+    result = evaluate(rules, factsets, sources, options or {})
+    judged = finalize(result.findings, rules, options=options)
+    findings = [f for f in judged
                 if not is_ignored(f.code, f.location.line, ignores.get(f.location.path or "", {}))]
-    suppressed = len(result.findings) - len(findings)
+    suppressed = len(judged) - len(findings)
     notes = [f"rule error: {e}" for e in result.errors]
     checked = sum(counts.values())
     if names:

@@ -30,6 +30,7 @@ from gpudoctor.catalog.registry_docs import COMMAND, markdown
 from gpudoctor.model import FactSet, Source
 from gpudoctor.static.runner import run_checks
 from gpudoctor.trace.analysis import analyze_trace_files
+from gpudoctor.trace.facts import straggler_factsets
 
 REPO = Path(__file__).resolve().parents[2]
 STATIC_INPUTS = [REPO / "tests" / "data" / "static", REPO / "examples"]
@@ -115,7 +116,7 @@ def recorded_trace_factsets() -> tuple[list[FactSet], dict[int, str]]:
     origin: dict[int, str] = {}
     for path in make_cases.trace_sets():
         facts = analyze_trace_files([path], jobs=1)
-        for fs in [*facts.factsets, facts.run, *facts.straggler]:
+        for fs in [*facts.factsets, facts.run, *straggler_factsets(facts.metrics)]:
             factsets.append(fs)
             origin[id(fs)] = make_cases._shown(path)
     return factsets, origin

@@ -14,20 +14,27 @@ from msgspec.structs import replace
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
+from gpudoctor.catalog.finalize import finalize
 from gpudoctor.catalog.merge import mark_shared_costs, merge_findings
 from gpudoctor.catalog.rulefile import RuleFileError, parse_rule_text
 from gpudoctor.live.facts import build_factsets
-from gpudoctor.live.samples import StepStats
+from gpudoctor.live.samples import ProcessSample, StepStats
 from gpudoctor.model import Finding, Location, Source
 
 
 def _live_findings(starts: int) -> list[Finding]:
     # epoch_loop.py's numbers: 30% data wait in a 6.3 ms step, 88 starts, 4.7 ms/step to start them
+    # and the agent's split of the 3.3 ms wait: 1.5 restarts, 0.3 the first batches, 1.5 workers behind
     steps = StepStats(time.time(), 2000, 700, data_wait_pct=29.6, step_time_p50_ms=6.33, steps_per_s=89.0,
                       loader_workers=2, loader_worker_starts=starts, loader_start_ms_per_step=4.72 if starts else 0.0,
-                      loader_start_fork_ms_per_step=2.0 if starts else 0.0)
-    factsets = build_factsets(10, [], None, None, None, steps, 10.0)
-    return evaluate(load_catalog(), factsets, [Source.LIVE]).findings
+                      loader_start_fork_ms_per_step=2.0 if starts else 0.0,
+                      data_wait_restart_ms_per_step=1.5 if starts else 0.0, data_wait_first_ms_per_step=0.3,
+                      data_wait_steady_ms_per_step=1.5, data_wait_main_ms_per_step=0.0, loader_steady_steps=600,
+                      loader_steady_step_ms=10.5, loader_steady_wait_ms=1.6)
+    proc = ProcessSample(time.time(), 10, True, cpu_pct=100.0, cpu_affinity=tuple(range(8)))
+    factsets = build_factsets(10, [], proc, None, None, steps, 10.0)
+    catalog = load_catalog()
+    return finalize(evaluate(catalog, factsets, [Source.LIVE]).findings, catalog)
 
 
 def test_the_lower_of_two_overlapping_findings_names_the_upper() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.live.facts import loader_values
+from gpudoctor.live.facts import input_values, loader_values
 from gpudoctor.model import FactSet, Location, Severity, Source
 from gpudoctor.pipeline import analyze_paths
 
@@ -69,8 +69,17 @@ def test_loading_in_the_loop_gains_the_overlap_on_a_small_machine() -> None:
     assert v["loader_workers_usable"] == 1 and v["loader_scaling_max"] == pytest.approx(100 / 90)
 
 
+def _steady(job: dict[str, Any]) -> dict[str, Any]:
+    """The agent's split of such a job's wait: all of it steady-state production (epochs of thousands of steps)."""
+    wait = job["data_wait_pct"] / 100 * job["step_time_ms"]
+    return {**job, "data_wait_steady_ms_per_step": wait, "data_wait_main_ms_per_step": 0.0,
+            "loader_steady_steps": job["window_steps"], "loader_steady_step_ms": job["step_time_ms"],
+            "loader_steady_wait_ms": wait}
+
+
 def _gd102(job: dict[str, Any]) -> tuple[float, float]:
-    job = {**job, **loader_values(job)}
+    job = _steady({**job, **loader_values(job)})
+    job.update(input_values(job))
     fs = FactSet("job", Source.LIVE, job, Location(pid=10), timestamp=time.time())
     found = [f for f in evaluate(CATALOG, [fs], [Source.LIVE]).findings if f.code == "GD102"]
     assert found and found[0].impact is not None, found
@@ -81,16 +90,21 @@ def test_gd102_live_estimate_on_the_h200_cv_example_before_and_after_its_fix() -
     before = _job(data_wait_pct=67.0, step_time_ms=97.9, step_time_p50_ms=47.4, steps_per_s=10.22,
                   gpu_busy_ms_per_step=18.2, loader_workers=4, window_steps=50)
     low, high = _gd102(before)
-    assert low <= 1.92 and 2.06 <= high <= 3.1           # 12 workers measured 1.92× and 2.06×
+    # the estimate is for the 14 workers the CPUs allow: 14 (with pinned memory and persistent workers)
+    # measured 2.73× and 3.20×; the range is narrow (issue 36: high/low <= 1.5), 12 workers measured ~2×
+    assert 2.6 <= low <= 2.9 and 2.9 <= high <= 3.2 and high / low <= 1.5
     after = _job(data_wait_pct=63.0, step_time_ms=50.3, step_time_p50_ms=15.2, steps_per_s=19.9,
                  gpu_busy_ms_per_step=10.2, loader_workers=8, worker_count=16, worker_busy_count=8,
                  window_steps=186)
     low, high = _gd102(after)
-    assert high <= 1.8 and low <= 1.4                    # was 1.80–2.74×; 12 workers measured 1.04–1.21×
-    unbounded = {k: v for k, v in after.items() if k != "cpu_count_allowed"}   # no CPU count: no bound
-    fs = FactSet("job", Source.LIVE, unbounded, Location(pid=10), timestamp=time.time())
+    # 16 worker processes at 95% of a core and the loop fill the 16 CPUs: the low end adds no worker;
+    # 12 workers against those 8 measured 1.04–1.21× (the estimate without the CPU count: 1.80–2.74×)
+    assert low == pytest.approx(1.0) and 1.21 <= high <= 1.8
+    unbounded = {k: v for k, v in after.items() if k != "cpu_count_allowed"}   # no CPU count: no estimate
+    fs = FactSet("job", Source.LIVE, {**(s := _steady(unbounded)), **input_values(s)}, Location(pid=10),
+                 timestamp=time.time())
     (finding,) = [f for f in evaluate(CATALOG, [fs], [Source.LIVE]).findings if f.code == "GD102"]
-    assert finding.impact is not None and finding.impact.est_speedup_high > 2.5
+    assert finding.impact is None
 
 
 def test_a_profile_windows_trace_is_bounded_by_the_live_context_a_trace_alone_is_not(

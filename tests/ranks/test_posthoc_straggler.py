@@ -69,6 +69,19 @@ def test_slowed_rank_is_named_with_its_cause(tmp_path: Path, mode: str, cause: s
     assert all(r["step_time_score"] > 0.75 for r in rows.values())
 
 
+def test_a_gd601_option_reaches_the_cause_analyze_names(tmp_path: Path) -> None:
+    """The straggler scoring reads the user's GD601 options, as the rule does (issue 37 item 1): asking
+    that the input explain more than all of the extra time leaves "input" for the input-slowed rank."""
+    _run_long_profile(tmp_path, "input")
+    traces = sorted(tmp_path.glob("rank*.pt.trace.json"))
+    causes = {}
+    for share in (0.5, 1.5):
+        report = analyze_paths(traces, options={"GD601": {"min_input_share": share}})
+        rows = {r["rank"]: r for r in next(t for t in report.tables if t.key == "stragglers").rows}
+        causes[share] = rows[1]["straggler_cause"]
+    assert causes[0.5] == "input" and causes[1.5] != "input", causes
+
+
 def test_healthy_run_is_not_blamed_for_work_it_did_not_do(tmp_path: Path) -> None:
     """Equal work on both ranks. On this loaded 2-core host one rank can really be starved of CPU
     for the whole profile (measured: 27 vs 8.5 ms/step outside collectives, 7 of 8 steps, with 430

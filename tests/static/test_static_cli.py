@@ -176,7 +176,7 @@ def test_a_checker_bug_is_reported_per_file(monkeypatch: pytest.MonkeyPatch, tmp
     def broken(*_args: object) -> None:
         raise KeyError("boom")
 
-    monkeypatch.setattr("gpudoctor.static.deploy.check_dockerfile", broken)
+    monkeypatch.setattr("gpudoctor.static.deployfile.check_dockerfile", broken)
     found = {(Path(f.location.path or "").name, f.code): f.message for f in check_findings([tmp_path])}
     assert ("a.py", "GD802") in found
     assert found[("Dockerfile", "GD899")].startswith("not checked (internal-error: KeyError")

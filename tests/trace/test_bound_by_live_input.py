@@ -14,15 +14,23 @@ from pathlib import Path
 
 from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.catalog.merge import bound_by_live_input, merge_findings
+from gpudoctor.catalog.finalize import apply_gates
+from gpudoctor.catalog.merge import merge_findings
 from gpudoctor.live.facts import build_factsets
 from gpudoctor.live.samples import StepStats
 from gpudoctor.model import Finding, Severity, Source
 from gpudoctor.pipeline import analyze_paths
 
 
+def bound_by_live_input(findings: list[Finding], wait_pct: float, options: dict | None = None) -> list[Finding]:
+    """GD102's ``[gate]`` as finalize applies it, with the live job's data wait."""
+    return apply_gates(list(findings), load_catalog(), options or {}, {"data_wait_pct": wait_pct})
+
+
 def _live_input_finding(wait_pct: float) -> Finding:
-    steps = StepStats(time.time(), 400, 40, data_wait_pct=wait_pct, step_time_p50_ms=120.0, steps_per_s=8.0)
+    wait_ms = wait_pct / 100 * 125.0   # the agent's split: all of it workers producing slower than the loop
+    steps = StepStats(time.time(), 400, 40, data_wait_pct=wait_pct, step_time_p50_ms=120.0, steps_per_s=8.0,
+                      data_wait_steady_ms_per_step=wait_ms, data_wait_main_ms_per_step=0.0)
     factsets = build_factsets(10, [], None, None, None, steps, 10.0)
     return next(f for f in evaluate(load_catalog(), factsets, [Source.LIVE]).findings if f.code == "GD102")
 
@@ -54,7 +62,7 @@ def test_gpu_side_findings_gain_nothing_when_the_input_cannot_go_faster() -> Non
     16 CPUs allow, the loop still waits 32% of a 38.3 ms step, GD102 says more workers gain nothing. The
     profile window's GD403 warned at 1.10–1.15× and GD201 said 1.03–1.04×; inductor measured 0.94× and
     bf16 0.92× — the step stays at the input's pace."""
-    from gpudoctor.live.facts import loader_values
+    from gpudoctor.live.facts import input_values, loader_values
     from gpudoctor.model import FactSet, Location
 
     window = Path(__file__).resolve().parents[1] / "data" / "trace" / "h200_accelerate_cv_gd102.json.gz"
@@ -64,6 +72,9 @@ def test_gpu_side_findings_gain_nothing_when_the_input_cannot_go_faster() -> Non
            "process_cpu_pct": 100.0, "loader_workers": 14, "data_wait_pct": 32.0, "step_time_ms": 38.3,
            "step_time_p50_ms": 37.0, "steps_per_s": 26.1, "gpu_busy_ms_per_step": 22.6, "window_steps": 261}
     job.update(loader_values(job))
+    job.update(data_wait_steady_ms_per_step=0.32 * 38.3, data_wait_main_ms_per_step=0.0, loader_steady_steps=261,
+               loader_steady_step_ms=38.3, loader_steady_wait_ms=0.32 * 38.3)   # all of it steady-state production
+    job.update(input_values(job))
     live = evaluate(load_catalog(), [FactSet("job", Source.LIVE, job, Location(pid=10), timestamp=time.time())],
                     [Source.LIVE]).findings
     (gd102,) = [f for f in live if f.code == "GD102"]
@@ -80,3 +91,12 @@ def test_gpu_side_findings_gain_nothing_when_the_input_cannot_go_faster() -> Non
     gaining = replace(gd102, impact=replace(gd102.impact, est_speedup_high=1.3))
     kept = {f.code: f for f in bound_by_live_input([*trace, gaining], 32.0)}
     assert kept["GD403"].severity is Severity.WARNING
+
+
+def test_a_gd102_option_moves_the_gate(trace_file: Callable[[str], Path]) -> None:
+    """The gate compares the wait with GD102's max_dataloader_pct as the user set it (issue 37 item 1)."""
+    findings = [*analyze_paths([trace_file("h200/resnet_fp32.json.gz")]).findings, _live_input_finding(45.0)]
+    held = {f.code: f.severity for f in bound_by_live_input(findings, 30.0)}
+    assert held["GD201"] is Severity.INFO                       # 30% >= the default 10%
+    raised = {f.code: f.severity for f in bound_by_live_input(findings, 30.0, {"GD102": {"max_dataloader_pct": 35.0}})}
+    assert raised["GD201"] is not Severity.INFO                  # 30% < the user's 35%: nothing steps back

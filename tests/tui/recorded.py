@@ -117,7 +117,10 @@ def session_snapshots(workload: str = "input_bound", seconds: int = 12, catalog:
             gpu = _gpu(t, LOADER_UTIL[i % 12], LOADER_SM[i % 12], 0.02, 148.0 + i % 3, 5428.0)
             steps = StepStats(t, steps_total=540 + 9 * i, window_steps=92, step_time_p50_ms=108.3,
                               step_time_p90_ms=121.7, steps_per_s=9.2 + 0.05 * (i % 3), data_wait_pct=61.3,
-                              data_wait_p50_ms=66.4, autocast_enabled=False, tf32_matmul=False)
+                              data_wait_p50_ms=66.4, autocast_enabled=False, tf32_matmul=False,
+                              # the agent's split: examples/input_bound.py loads in the loop (num_workers=0)
+                              loader_workers=0, data_wait_main_ms_per_step=66.6, data_wait_steady_ms_per_step=0.0,
+                              loader_main_steps=92, loader_main_step_ms=108.7, loader_main_wait_ms=66.6)
             stacks = StackSample(t, 5.0, 250, {"data_loading": 86.0, "forward": 7.0, "backward": 5.0, "other": 2.0},
                                  (("SlowSet.__getitem__ (workload.py:57)", 64.4),
                                   ("SlowSet.__getitem__ (workload.py:55)", 21.6),

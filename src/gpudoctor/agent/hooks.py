@@ -29,6 +29,11 @@ MAX_RECOMPILE_TIMES = 64   # recompile timestamps kept for the windowed count
 _EXPLICIT, _OPTIMIZER, _BACKWARD, _NONE = (StepSource.EXPLICIT, StepSource.OPTIMIZER, StepSource.BACKWARD,
                                            StepSource.NONE)
 BATCH_SAMPLE_EVERY = 64
+#: What a step's data wait was spent on, by the batch it fetched (the highest kind of the step's batches
+#: wins): a steady batch of a loader with workers, a batch loaded in the main process (num_workers=0),
+#: one of the first ``num_workers`` batches of an epoch (workers refilling their queue), and the first
+#: batch after the workers were forked again (with the shutdown of the old ones at the epoch's end).
+WAIT_NONE, WAIT_STEADY, WAIT_MAIN, WAIT_FIRST, WAIT_RESTART = 0, 1, 2, 3, 4
 MAX_LOADER_STARTS = 256  # DataLoader worker starts kept for the windowed count
 
 # torch iterates its global optimizer-hook dict while it calls the hooks; adding or removing an entry
@@ -162,17 +167,19 @@ class TorchHooks:
         def __next__(it: Any) -> Any:
             started_s = getattr(it, "_gpudoctor_started_s", None)  # the first batch of freshly started workers
             start = _perf()
+            kind = WAIT_RESTART if started_s is not None else WAIT_NONE
             try:
                 batch = original(it)
             except StopIteration:  # the epoch's end: a loader without persistent workers shuts them down here
                 hooks = hooks_ref()
                 if hooks is not None and getattr(it, "_gpudoctor_forked", False):
                     hooks._loader_stopped(_perf() - start)
+                    kind = WAIT_RESTART
                 raise
             finally:
                 hooks = hooks_ref()
                 if hooks is not None:
-                    hooks._add_data_wait(_perf() - start)
+                    hooks._add_data_wait(_perf() - start, it, kind)
                     if started_s is not None:
                         hooks._loader_started(it, started_s, _perf() - start)
             if hooks is not None:
@@ -339,10 +346,19 @@ class TorchHooks:
         except Exception:
             pass
 
-    def _add_data_wait(self, seconds: float) -> None:
+    def _add_data_wait(self, seconds: float, it: Any = None, kind: int = WAIT_NONE) -> None:
         agent = self._live_agent()
         if agent is not None:
             agent.data_wait_acc_s += seconds
+            if kind == WAIT_NONE:
+                try:   # torch's own counters: _num_workers (0: loading in this process), _num_yielded
+                    workers = it._num_workers
+                    kind = (WAIT_MAIN if not workers else WAIT_FIRST if it._num_yielded <= workers
+                            else WAIT_STEADY)
+                except Exception:
+                    kind = WAIT_STEADY
+            if kind > agent.data_wait_kind:
+                agent.data_wait_kind = kind
 
     def _count_batch(self, it: Any, batch: Any) -> None:
         """Every 64th batch: its size and the loader's workers/prefetch (for the /dev/shm estimate)."""

@@ -25,6 +25,7 @@ import gpudoctor
 from gpudoctor.agent.client import AgentClient, find_agent, wait_for_agent
 from gpudoctor.agent.paths import process_uid
 from gpudoctor.exitcodes import ExitCode
+from gpudoctor.isolated import python_c
 
 #: The directory that holds the ``gpudoctor`` package: put on the target's sys.path while importing.
 PACKAGE_PARENT = str(Path(gpudoctor.__file__).resolve().parent.parent)
@@ -268,7 +269,7 @@ def _inject_hypno(pid: int, timeout_s: float) -> tuple[int | None, str]:
               "from gpudoctor.agent.inject import hypno_runner\n"
               "sys.exit(hypno_runner(int(sys.argv[1]), sys.argv[2], float(sys.argv[3])))\n")
     budget = max(1.0, timeout_s - 1.0)     # the child's own deadline, inside the kill timeout
-    rc, text = _run_bounded([sys.executable, "-c", runner, str(pid), injection_code(), f"{budget:.1f}"],
+    rc, text = _run_bounded([*python_c(runner), str(pid), injection_code(), f"{budget:.1f}"],
                             pid, timeout_s)
     if rc == 4:
         return -2, "every thread busy"
@@ -287,7 +288,7 @@ def _inject_remote_exec(pid: int, timeout_s: float) -> tuple[int | None, str]:
     with os.fdopen(fd, "w") as fh:
         fh.write(injection_code())
     try:
-        return _run_bounded([exe, "-c", "import sys; sys.remote_exec(int(sys.argv[1]), sys.argv[2])",
+        return _run_bounded([*python_c("sys.remote_exec(int(sys.argv[1]), sys.argv[2])", exe),
                              str(pid), str(script)], pid, timeout_s)
     finally:
         # remote_exec reads the file when the target reaches a safe point: give it the time budget.

@@ -159,6 +159,22 @@ class StepStats:
                                                   "workers, the first batch's wait beyond the median wait, and "
                                                   "the epoch's last __next__ (shutting them down)", "ms")
     loader_start_fork_ms_per_step: float | None = _doc("of it, forking the workers (the iterator's __init__)", "ms")
+    data_wait_restart_ms_per_step: float | None = _doc(
+        "of the data wait per step: the first batch after the workers were forked again and the old ones' "
+        "shutdown at the epoch's end, beyond the steady steps' median wait (persistent workers remove it)", "ms")
+    data_wait_first_ms_per_step: float | None = _doc(
+        "of it: the next batches of an epoch while the workers refill their queues, beyond that median", "ms")
+    data_wait_main_ms_per_step: float | None = _doc("of it: batches loaded in the training process "
+                                                    "(num_workers=0)", "ms")
+    data_wait_steady_ms_per_step: float | None = _doc("of it: the rest, workers producing slower than the "
+                                                      "loop consumes", "ms")
+    loader_steady_steps: int | None = _doc("steps of the window whose batch came from workers in steady state")
+    loader_steady_step_ms: float | None = _doc("their mean step time", "ms")
+    loader_steady_wait_ms: float | None = _doc("their mean data wait", "ms")
+    loader_main_steps: int | None = _doc("steps of the window whose batch was loaded in the training process")
+    loader_main_step_ms: float | None = _doc("their mean step time", "ms")
+    loader_main_wait_ms: float | None = _doc("their mean data wait: the time to load one step's batches there",
+                                             "ms")
     unaligned_weight_shapes: tuple[str, ...] | None = _doc(
         "shapes (e.g. 50257x768) of the step optimizer's 2-D weights with a dimension >= 1000 that is not a "
         "multiple of 8 (read at the first optimizer step; at most 8)")

@@ -63,10 +63,12 @@ class Agent:
         self.step_end_s = array("d", bytes(8 * STEP_HISTORY))
         self.step_dt_s = array("d", bytes(8 * STEP_HISTORY))
         self.step_wait_s = array("d", bytes(8 * STEP_HISTORY))
+        self.step_wait_kind = array("b", bytes(STEP_HISTORY))   # hooks.WAIT_*: what the step's data wait was
         self.steps_recorded = 0
         self.steps_total = 0
         self.last_step_t = 0.0
         self.data_wait_acc_s = 0.0
+        self.data_wait_kind = hooks.WAIT_NONE
         self.step_source = StepSource.NONE
         self.settings_flags = -1            # bit 0 tf32 matmul, 1 tf32 cuDNN, 2 cudnn.benchmark; -1 unknown
         self.autocast_seen: dict[str, Any] = {}
@@ -102,9 +104,11 @@ class Agent:
             self.step_end_s[i] = t
             self.step_dt_s[i] = t - self.last_step_t
             self.step_wait_s[i] = self.data_wait_acc_s
+            self.step_wait_kind[i] = self.data_wait_kind
             self.steps_recorded += 1
         self.last_step_t = t
         self.data_wait_acc_s = 0.0
+        self.data_wait_kind = 0
         self.steps_total += 1
         self.collectives.on_step()
         if self.syncs.armed or t >= self.syncs.next_sample_t:
@@ -201,6 +205,7 @@ class Agent:
         if th.dataloader_hooked:
             out.update(_worker_starts(th.loader_starts, th.loader_stops, now - window_s, recent,
                                       out.get("data_wait_p50_ms")))
+            out.update(wait_split(recent))
         if th.loader_batch_bytes is not None:
             out.update(loader_batch_mib=th.loader_batch_bytes / 2**20, loader_workers=th.loader_workers,
                        loader_prefetch_factor=th.loader_prefetch_factor)
@@ -222,12 +227,12 @@ class Agent:
             out["collective_wait_steps"] = len(waits)
         return out
 
-    def step_history(self) -> list[tuple[float, float, float]]:
-        """(t_end, dt_s, wait_s) of the recorded steps, oldest first (read from the socket thread)."""
+    def step_history(self) -> list[tuple[float, float, float, int]]:
+        """(t_end, dt_s, wait_s, wait kind) of the recorded steps, oldest first (read from the socket thread)."""
         n = self.steps_recorded
         count = min(n, STEP_HISTORY)
         idx = [(n - count + k) % STEP_HISTORY for k in range(count)]
-        return [(self.step_end_s[i], self.step_dt_s[i], self.step_wait_s[i]) for i in idx]
+        return [(self.step_end_s[i], self.step_dt_s[i], self.step_wait_s[i], self.step_wait_kind[i]) for i in idx]
 
     def mem_history(self) -> list[tuple[int, int]]:
         n = self.mem_recorded
@@ -268,7 +273,49 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-def _worker_starts(starts: Any, stops: Any, since: float, recent: list[tuple[float, float, float]],
+def wait_split(recent: list[tuple[float, float, float, int]]) -> dict[str, Any]:
+    """The window's data wait per step, split by what the loop waited for (each part goes to the rule
+    whose fix removes it; issue 36):
+
+    - ``restart``: the first batch after the workers were forked again and the old ones' shutdown at
+      the epoch's end, beyond a usual wait (GD106: persistent workers);
+    - ``first``: the next batches of an epoch while the workers refill their queues, beyond a usual wait
+      (no worker count removes it: each worker's first batch takes one batch's production time);
+    - ``main``: batches loaded in the training process (``num_workers=0``; GD102: workers);
+    - ``steady``: the rest — workers producing slower than the loop consumes (GD102: more workers, if
+      the CPUs have room).
+
+    A usual wait is the median wait of the steady steps. Also the steady steps' mean step and wait and
+    the main-loading steps' mean step and wait, from which the facts work out the time one batch takes
+    to produce (live/facts.py ``input_values``).
+    """
+    n = len(recent)
+    if n < 3:
+        return {}
+    by_kind: dict[int, list[tuple[float, float]]] = {}
+    for _, dt, wait, kind in recent:
+        by_kind.setdefault(kind, []).append((dt, wait))
+    steady = by_kind.get(hooks.WAIT_STEADY, [])
+    usual = _quantile(sorted(w for _, w in steady), 0.5) if steady else 0.0
+    restart = sum(max(0.0, w - usual) for _, w in by_kind.get(hooks.WAIT_RESTART, []))
+    first = sum(max(0.0, w - usual) for _, w in by_kind.get(hooks.WAIT_FIRST, []))
+    main = sum(w for _, w in by_kind.get(hooks.WAIT_MAIN, []))
+    total = sum(w for _, _, w, _ in recent)
+    out: dict[str, Any] = {
+        "data_wait_restart_ms_per_step": restart * 1e3 / n,
+        "data_wait_first_ms_per_step": first * 1e3 / n,
+        "data_wait_main_ms_per_step": main * 1e3 / n,
+        "data_wait_steady_ms_per_step": max(0.0, total - restart - first - main) * 1e3 / n,
+    }
+    for name, rows in (("steady", steady), ("main", by_kind.get(hooks.WAIT_MAIN, []))):
+        if len(rows) >= 3:
+            out[f"loader_{name}_steps"] = len(rows)
+            out[f"loader_{name}_step_ms"] = 1e3 * sum(dt for dt, _ in rows) / len(rows)
+            out[f"loader_{name}_wait_ms"] = 1e3 * sum(w for _, w in rows) / len(rows)
+    return out
+
+
+def _worker_starts(starts: Any, stops: Any, since: float, recent: list[tuple[float, float, float, int]],
                    wait_p50_ms: float | None) -> dict[str, Any]:
     """DataLoader worker starts in the window, and what starting and stopping them costs per step of it:
     the iterator's ``__init__`` (forking the workers), the first batch's wait beyond a usual one, and

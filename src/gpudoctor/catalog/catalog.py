@@ -102,6 +102,10 @@ def check_rule_facts(rule: Rule, origin: object) -> None:
         RuleFileError: naming the rule, the block and the unknown names (a typo, or a fact no
             producer emits — see :mod:`gpudoctor.catalog.registry`).
     """
+    shadowing = sorted(o for o in rule.options if o in REGISTRY.names())
+    if shadowing:  # the engine's environment would hold both: one of them silently wins
+        raise RuleFileError(f"{origin}: {rule.code} has an option named like a fact: {', '.join(shadowing)} "
+                            f"(rename the option)")
     options = [*rule.options, *DEFAULT_OPTIONS]
     for when in rule.whens:
         names = [*when.condition.names, *when.message.names, *(when.impact.names if when.impact else ())]

@@ -17,7 +17,6 @@ import msgspec
 from gpudoctor.catalog.catalog import Catalog
 from gpudoctor.catalog.expr import MISSING, ExpressionError
 from gpudoctor.catalog.impact import DEFAULT_OPTIONS, estimate, severity_from
-from gpudoctor.catalog.merge import merge_findings
 from gpudoctor.catalog.rulefile import Rule, When
 from gpudoctor.model import Evidence, FactSet, Finding, NotEvaluated, Source
 
@@ -56,8 +55,7 @@ def evaluate(
             if source not in wanted:
                 continue
             _evaluate_source(rule, source, by_key, rule_options, out, bases)
-    out.findings = merge_findings(out.findings)
-    return out
+    return out  # as judged: cross-finding policy (merging included) is catalog.finalize's
 
 
 def _options_for(rule: Rule, overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

@@ -88,58 +88,6 @@ def mark_shared_costs(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-#: A live data wait at or above this share of the step means the GPU waits for input (GD102's threshold).
-INPUT_BOUND_PCT = 10.0
-#: The input-bound rule whose finding must be shown for GPU-side findings to step back.
-INPUT_RULE = "GD102"
-#: GD102's estimate below which its fix gains nothing (the workers already use what the CPUs allow).
-INPUT_FIX_MIN_SPEEDUP = 1.05
-
-
-def bound_by_live_input(findings: Iterable[Finding], data_wait_pct: float | None) -> list[Finding]:
-    """Findings whose fix shortens GPU work do not warn while the live loop waits for data.
-
-    A profile window of a few steps can catch steps whose batches happened to be ready (a bursty
-    loader), so its GPU-side estimates ignore the wait the agent measures over many steps. While that
-    wait is at least :data:`INPUT_BOUND_PCT` of the step, a faster GPU only makes the GPU wait longer:
-    such findings become info, and their basis says why; the input finding comes first.
-
-    Only while that input finding (GD102) is shown: a wait that the live rules did not (yet) hold as a
-    finding — a bursty loader whose wait crossed the threshold in one window — leaves the GPU-side
-    findings as they are, so the list never says "after the input fix" about a fix it does not name
-    (pytorch/examples ImageNet on the H200: info findings pointing at a GD102 that the report did not
-    show). When GD102 says its fix gains nothing — the workers already use what the CPUs allow — the
-    step stays at the input's period whatever the GPU does, and the GPU-side estimates become 1.0×:
-    accelerate's cv_example on the H200 after GD102's own fix (14 workers, 32% data wait) — GD403
-    warned at 1.10–1.15× and GD201 said 1.03–1.04×; inductor measured 0.94× and bf16 0.92×
-    (bench/results/h200-accelerate-cv/run6).
-    """
-    out = list(findings)
-    if data_wait_pct is None or data_wait_pct < INPUT_BOUND_PCT:
-        return out
-    inputs = [f for f in out if f.code == INPUT_RULE]
-    if not inputs:
-        return out
-    if any(f.severity is not Severity.INFO for f in inputs):
-        note = (f"; while the loop waits for data {data_wait_pct:.0f}% of each step (agent), this gain "
-                f"comes only after the input fix (GD102)")
-        for i, f in enumerate(out):
-            if f.impact is not None and f.impact.side == "gpu" and f.severity is not Severity.INFO:
-                out[i] = replace(f, severity=Severity.INFO,
-                                 impact=replace(f.impact, basis=f.impact.basis + note, after=INPUT_RULE))
-        return out
-    if any(f.impact is None or f.impact.est_speedup_high >= INPUT_FIX_MIN_SPEEDUP for f in inputs):
-        return out  # an input fix that gains something, shown as info: the GPU-side estimates stand
-    note = (f"; but the loop waits for data {data_wait_pct:.0f}% of each step (agent) and more workers will "
-            f"not hide it (GD102): the step stays at the input's pace, a faster GPU only waits longer")
-    for i, f in enumerate(out):
-        if f.impact is not None and f.impact.side == "gpu":
-            out[i] = replace(f, severity=Severity.INFO,
-                             impact=replace(f.impact, est_speedup_low=1.0, est_speedup_high=1.0,
-                                            basis=f.impact.basis + note))
-    return out
-
-
 def judged_clear(catalog: Iterable[Any], source: Source, findings: Iterable[Finding],
                  not_evaluated: Iterable[Any]) -> frozenset[str]:
     """Codes of the rules that ``source`` judged and found nothing: rules with a block for it, neither

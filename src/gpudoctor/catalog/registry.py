@@ -342,6 +342,26 @@ loader_prefetch_factor                   live:job                               
 loader_worker_starts                     live:job                                      count   agent            times the DataLoader's workers were started in the window (every iter() without persistent_workers)
 loader_start_ms_per_step                 live:job                                      ms      agent            starting and stopping them per step: fork, the first batch's wait beyond the median, the shutdown at the epoch's end
 loader_start_fork_ms_per_step            live:job                                      ms      agent            of it, forking the workers (the iterator's __init__)
+data_wait_restart_ms_per_step            live:job                                      ms      agent            of the data wait per step: the first batch after the workers were forked again and the old ones' shutdown, beyond the steady median wait (GD106)
+data_wait_first_ms_per_step              live:job                                      ms      agent            of it: the next batches of an epoch while the workers refill their queues, beyond that median
+data_wait_main_ms_per_step               live:job                                      ms      agent            of it: batches loaded in the training process (num_workers=0; GD102)
+data_wait_steady_ms_per_step             live:job                                      ms      agent            of it: the rest, workers producing slower than the loop consumes (GD102)
+loader_steady_steps                      live:job                                      count   agent            steps of the window whose batch came from workers in steady state
+loader_steady_step_ms                    live:job                                      ms      agent            their mean step time
+loader_steady_wait_ms                    live:job                                      ms      agent            their mean data wait
+loader_main_steps                        live:job                                      count   agent            steps of the window whose batch was loaded in the training process
+loader_main_step_ms                      live:job                                      ms      agent            their mean step time
+loader_main_wait_ms                      live:job                                      ms      agent            their mean data wait: one step's batches loaded there
+loader_storage_bound                     live:job                                      bool    live.facts       loading hardly uses CPU (no worker busy, or the loop that loads under half a core): it waits on storage
+input_wait_fixable_ms_per_step           live:job                                      ms      live.facts       the data wait more workers remove: loading in the loop plus workers slower than the loop
+input_wait_fixable_pct                   live:job                                      %       live.facts       that wait as a share of the step
+input_wait_cause                         live:job                                      text    live.facts       that wait's cause in words
+input_wait_basis                         live:job                                      text    live.facts       GD102's estimate in words: batch time, the loop's own work, the workers the CPUs allow
+input_batch_ms                           live:job                                      ms      live.facts       time to produce one step's batches: the loop's wait when it loads, workers x the steady step when they keep it waiting
+input_workers_low                        live:job                                      count   live.facts       workers the low estimate counts: the cores the loop leaves free
+input_saved_ms_low                       live:job                                      ms      live.facts       step time more workers save, low end
+input_saved_ms_high                      live:job                                      ms      live.facts       step time more workers save, high end
+input_extra_fork_ms_per_step             live:job                                      ms      live.facts       the low end's extra forks per step of that many workers started again every epoch
 cuda_in_use                              live:job                                      bool    live.facts       the target uses CUDA
 unaligned_weight_count                   live:job                                      count   live.facts       the step optimizer's 2-D weights with a dimension >= 1000 not a multiple of 8
 unaligned_weight_shapes_text             live:job                                      text    live.facts       their shapes, e.g. 50257x768

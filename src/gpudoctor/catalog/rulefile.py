@@ -51,6 +51,17 @@ class When(msgspec.Struct, frozen=True):
     impact: ImpactModel | None = None  # this block's estimate (the rule's [impact] unless overridden)
 
 
+class Gate(msgspec.Struct, frozen=True):
+    """A rule whose finding, while a live fact stays at or above one of the rule's options, holds back
+    the findings whose fix shortens one side of the step (GD102: while the loop waits for data, a
+    faster GPU only waits longer). Applied by :mod:`gpudoctor.catalog.finalize`."""
+
+    fact: str             #: the live job fact compared (``data_wait_pct``)
+    above: str            #: the rule's option it is compared with (``max_dataloader_pct``)
+    holds_back: str       #: the impact side whose findings step back (``gpu``)
+    no_gain_below: float  #: the rule's own estimate under which its fix gains nothing: the others become 1.0x
+
+
 class Rule(msgspec.Struct, frozen=True):
     code: str
     name: str
@@ -76,6 +87,8 @@ class Rule(msgspec.Struct, frozen=True):
     #: a symptom of what bounds the step, with no fix of its own (GD101: the GPU idles): info wherever
     #: the report has the step's verdict, which names the bound (catalog/merge.defer_symptoms)
     symptom: bool = False
+    #: what this rule's finding holds back while it stands (``[gate]``; catalog/finalize.py)
+    gate: Gate | None = None
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -163,7 +176,23 @@ def _parse(text: str, path: Path | None) -> Rule:
         estimate_from=_sources(meta.get("estimate_from", ()), "estimate_from"),
         cleared_by=_sources(meta.get("cleared_by", ()), "cleared_by"),
         symptom=_flag(meta.get("symptom", False), "symptom"),
+        gate=_gate(meta["gate"], options) if "gate" in meta else None,
     )
+
+
+def _gate(raw: Any, options: dict[str, Any]) -> Gate:
+    """``[gate]``: fact, above (one of the rule's options), holds_back (an impact side), no_gain_below."""
+    if not isinstance(raw, dict) or set(raw) != {"fact", "above", "holds_back", "no_gain_below"}:
+        raise ValueError("[gate] takes exactly fact, above, holds_back and no_gain_below")
+    if raw["above"] not in options:
+        raise ValueError(f"[gate] above = {raw['above']!r} must name one of the rule's [options]")
+    if raw["holds_back"] not in ("gpu", "host"):
+        raise ValueError("[gate] holds_back must be \"gpu\" or \"host\"")
+    floor = raw["no_gain_below"]
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 1.0 <= floor < 10.0:
+        raise ValueError("[gate] no_gain_below must be a speed-up factor from 1.0 to 10")
+    return Gate(fact=str(raw["fact"]), above=str(raw["above"]), holds_back=str(raw["holds_back"]),
+                no_gain_below=float(floor))
 
 
 def _flag(raw: Any, key: str) -> bool:

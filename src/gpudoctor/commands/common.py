@@ -49,6 +49,7 @@ def load_catalog(dirs: Sequence[Path] = ()) -> Catalog:
 
 def prepare(args: argparse.Namespace) -> tuple[Config, Catalog]:
     """Load the config and the catalog, applying --select/--ignore over the config's."""
+    from gpudoctor.catalog.options import resolve_options
     from gpudoctor.catalog.rulefile import RuleFileError
     from gpudoctor.config import load_config
 
@@ -57,6 +58,7 @@ def prepare(args: argparse.Namespace) -> tuple[Config, Catalog]:
         catalog = load_catalog([*config.rule_dirs, *getattr(args, "rules_dir", [])])
     except RuleFileError as exc:
         raise UserError(f"cannot load rules: {exc}", ExitCode.USAGE) from None
+    config.options = resolve_options(catalog, config.options)
     select = _split(getattr(args, "select", [])) or config.select
     ignore = [*config.ignore, *_split(getattr(args, "ignore", []))]
     return config, catalog.select(select, ignore)

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpudoctor.bottleneck import Bottleneck, verdict_from_parts
-from gpudoctor.catalog.merge import INPUT_BOUND_PCT
 
 #: The agent's mean step must be this much longer than the window's for the window to count as
 #: unrepresentative (step-to-step noise of a steady loop stays well under it).
@@ -39,14 +38,19 @@ def live_bottleneck(job: Mapping[str, Any]) -> Bottleneck | None:
     return verdict_from_parts(parts, step, basis="live")
 
 
-def reconciled_bottleneck(trace: Bottleneck, job: Mapping[str, Any]) -> Bottleneck:
+#: GD102's default ``max_dataloader_pct``: a data wait from this share of the step means the GPU waits
+#: for input (the live session passes the resolved option)
+INPUT_BOUND_PCT = 10.0
+
+
+def reconciled_bottleneck(trace: Bottleneck, job: Mapping[str, Any], input_bound_pct: float = INPUT_BOUND_PCT) -> Bottleneck:
     """The profile window's verdict, its step set to the loop's own where the window missed the input wait.
 
     The trace knows what the GPU does in a step (kernel classes, sync idle); the agent knows how long
     the loop's steps take over many seconds and how much of that is the wait for the next batch. When
     the agent's mean step (``1000 / steps_per_s``) is at least :data:`UNREPRESENTATIVE_STEP_RATIO` ×
     the window's and the agent measures a data wait of at least GD102's threshold
-    (:data:`~gpudoctor.catalog.merge.INPUT_BOUND_PCT`), the window
+    (``input_bound_pct``: its ``max_dataloader_pct``), the window
     caught steps whose batches were ready: the GPU parts keep their ms per step, the step becomes the
     loop's (``step_time_ms``, the mean step live estimates start from), and the extra time is GPU idle
     — input wait up to the agent's measured wait, host idle for the rest. Measured on the H200 (pytorch/examples ImageNet ``--dummy``, 4 workers): window 128.5 ms
@@ -55,7 +59,7 @@ def reconciled_bottleneck(trace: Bottleneck, job: Mapping[str, Any]) -> Bottlene
     step, wait = job.get("step_time_ms"), job.get("data_wait_pct")
     if trace.bound == "memory" or not isinstance(step, (int, float)) or not isinstance(wait, (int, float)):
         return trace
-    if wait < INPUT_BOUND_PCT or step < trace.step_ms * UNREPRESENTATIVE_STEP_RATIO:
+    if wait < input_bound_pct or step < trace.step_ms * UNREPRESENTATIVE_STEP_RATIO:
         return trace
     step, wait = float(step), float(wait)
     parts = {name: ms for name, ms, _ in trace.parts}

@@ -195,7 +195,118 @@ def loader_values(job: dict[str, Any]) -> dict[str, Any]:
     else:
         text = (f"; {producing} workers produce, the {cpus:.0f} CPUs fit {usable}: more workers make the "
                 f"input at most {scaling:.1f}× faster")
-    return {"loader_workers_usable": usable, "loader_scaling_max": scaling, "loader_bound_text": text}
+    return {"loader_workers_usable": usable, "loader_scaling_max": scaling, "loader_bound_text": text,
+            "loader_storage_bound": storage_bound}
+
+
+#: A batch handed over by a worker costs the loop a little more than one it made itself (unpickling the
+#: shared-memory handles, the pin-memory thread) and workers that share cores with the loop run slower:
+#: the low estimate takes a worker's batch this much longer, and the loop this share of its old loading
+#: time as the handover
+WORKER_SLOWDOWN_LOW = 1.15
+LOOP_SLOWDOWN_LOW = 1.1
+HANDOVER_SHARE_LOW = 0.05
+
+
+def input_values(job: dict[str, Any]) -> dict[str, Any]:
+    """What more DataLoader workers (GD102's fix) would save per step, from the agent's wait split.
+
+    Only the parts of the wait that workers remove count: batches loaded in the training process
+    (``data_wait_main_ms_per_step``) and workers producing slower than the loop consumes
+    (``data_wait_steady_ms_per_step``). The workers' restarts (GD106) and the first batches of an
+    epoch (each worker's first batch takes a whole batch's time, however many there are) do not.
+
+    The time one batch takes to produce (``input_batch_ms``): in the loop, its wait; from W workers that
+    keep the loop waiting in steady state, W × the steady step (the loop then runs at the workers'
+    period). With U workers a steady step becomes max(the loop's own work, batch ÷ U): the high end with
+    the workers the CPUs allow (``loader_workers_usable``), the low end with the cores left free (``cpu_count_allowed`` less
+    the loop's compute threads and the pin-memory thread; where workers are busy on the CPU, the workers
+    of now plus as many as the cores they and the loop leave idle fit, at what one uses now), each batch
+    :data:`WORKER_SLOWDOWN_LOW` and the loop's own work :data:`LOOP_SLOWDOWN_LOW` slower — and, where workers are forked again every epoch, the extra
+    forks of U workers instead of W. Measured on DCGAN (H200, 2 workers forked every 16-step epoch):
+    8 workers made it 0.85× as fast; the restart part was 5.4 ms of the 8.6 ms wait.
+    """
+    step = job.get("step_time_ms")
+    window = job.get("window_steps")
+    usable = job.get("loader_workers_usable")
+    if not all(isinstance(v, (int, float)) and v > 0 for v in (step, window)):
+        return {}
+    main_ms = float(job.get("data_wait_main_ms_per_step") or 0.0)
+    steady_ms = float(job.get("data_wait_steady_ms_per_step") or 0.0)
+    if job.get("data_wait_steady_ms_per_step") is None and job.get("data_wait_main_ms_per_step") is None:
+        return {}
+    fixable = main_ms + steady_ms
+    workers = job.get("loader_workers")
+    out: dict[str, Any] = {"input_wait_fixable_ms_per_step": fixable,
+                           "input_wait_fixable_pct": 100.0 * fixable / float(step),  # type: ignore[arg-type]
+                           "input_wait_cause": ("batches loaded in the training process (num_workers=0)"
+                                                if workers == 0 and main_ms else "workers producing slower than the loop")}
+    if not isinstance(usable, (int, float)) or usable <= 0:
+        return out  # no CPU count: no estimate (GD102 says what it needs)
+    cpus = job.get("cpu_count_allowed")
+    loop_threads = job.get("loop_compute_threads")
+    free = (max(1, int(cpus) - int(loop_threads) - 1) if isinstance(cpus, (int, float))
+            and isinstance(loop_threads, int) else int(usable))
+    low_workers = int(usable) if job.get("loader_storage_bound") else max(1, min(int(usable), free))
+    per_worker, count, loop_cpu = (job.get(k) for k in ("worker_cpu_mean_pct", "worker_count", "process_cpu_pct"))
+    if (isinstance(workers, int) and workers > 0 and isinstance(cpus, (int, float)) and not job.get("loader_storage_bound")
+            and isinstance(per_worker, (int, float)) and per_worker >= LOADER_CPU_BOUND_PCT
+            and isinstance(count, int) and isinstance(loop_cpu, (int, float))):
+        # the cores the workers and the loop leave free now, each added worker using what one uses now
+        idle = max(0.0, float(cpus) - loop_cpu / 100.0 - count * per_worker / 100.0)
+        low_workers = max(1, min(int(usable), workers + int(idle / (per_worker / 100.0))))
+    if isinstance(workers, int) and workers > 0:
+        rows, dt, wait = (job.get(k) for k in ("loader_steady_steps", "loader_steady_step_ms", "loader_steady_wait_ms"))
+        producing = workers
+    else:
+        rows, dt, wait = (job.get(k) for k in ("loader_main_steps", "loader_main_step_ms", "loader_main_wait_ms"))
+        producing = 0
+    if not (isinstance(rows, int) and rows > 0 and isinstance(dt, (int, float)) and isinstance(wait, (int, float))):
+        return out
+    share = min(1.0, rows / float(window))  # type: ignore[arg-type]
+    own = max(0.0, float(dt) - float(wait))                 # the loop's own work in such a step
+    batch = float(wait) if not producing else producing * float(dt)
+    high_step = max(own, batch / float(usable))
+    low_step = max(LOOP_SLOWDOWN_LOW * own + (HANDOVER_SHARE_LOW * float(wait) if not producing else 0.0),
+                   WORKER_SLOWDOWN_LOW * batch / low_workers)
+    saved_high = max(0.0, share * (float(dt) - high_step))
+    saved_low = max(0.0, share * (float(dt) - low_step))
+    fork = job.get("loader_start_fork_ms_per_step")
+    extra_forks = 0.0
+    if producing and isinstance(fork, (int, float)) and (job.get("loader_worker_starts") or 0) >= 2:
+        extra_forks = float(fork) * max(0.0, low_workers / producing - 1.0)
+        saved_low = max(0.0, saved_low - extra_forks)
+    out.update(input_batch_ms=batch, input_workers_low=low_workers,
+               input_saved_ms_low=min(saved_low, fixable), input_saved_ms_high=min(saved_high, fixable),
+               input_extra_fork_ms_per_step=extra_forks)
+    if producing:
+        out["input_wait_cause"] = f"{producing} worker{'s' if producing > 1 else ''} producing slower than the loop"
+        head = (f"{producing} worker{'s' if producing > 1 else ''} keep the loop waiting {float(wait):.1f} ms of a "
+                f"{float(dt):.1f} ms step in steady state: one batch takes {batch:.1f} ms to produce")
+    else:
+        out["input_wait_cause"] = "batches loaded in the training process (num_workers=0)"
+        head = f"one step's batches take {batch:.1f} ms to load in the training loop, of a {float(dt):.1f} ms step"
+    def workers_text(n: int) -> str:
+        return f"{n} worker{'s' if n != 1 else ''}"
+
+    if producing and int(usable) <= producing:
+        out["input_wait_basis"] = (f"{head}; {workers_text(producing)} already use what the CPUs allow: more "
+                                   "will not hide it, cheaper samples will (GD104)")
+        return out
+    text = (f"{head}; with {workers_text(int(usable))} (what the CPUs allow) a step takes max(the loop's own "
+            f"{own:.1f} ms, {batch:.1f} ÷ {int(usable)}) = {high_step:.1f} ms; with {low_workers} (the cores left "
+            f"free) and the work {100 * (WORKER_SLOWDOWN_LOW - 1):.0f}% slower {low_step:.1f} ms")
+    if extra_forks:
+        text += (f"; {workers_text(low_workers)} forked again every epoch cost {extra_forks:.1f} ms per step more than "
+                 f"{producing} (unless persistent_workers=True, GD106)")
+    excluded = [f"{float(v):.1f} ms per step of {what}" for what, v in (
+        ("worker restarts (GD106)", job.get("data_wait_restart_ms_per_step")),
+        ("the first batches of an epoch", job.get("data_wait_first_ms_per_step")))
+        if isinstance(v, (int, float)) and v >= 0.05]
+    if excluded:
+        text += "; not counted, as more workers do not remove it: " + " and ".join(excluded)
+    out["input_wait_basis"] = text
+    return out
 
 
 def shm_values(shm: ShmSample) -> dict[str, Any]:
@@ -235,9 +346,14 @@ def step_values(steps: StepStats) -> dict[str, Any]:
                      "cuda_mem_total_mib", "cuda_alloc_retries", "cuda_ooms",
                      "mem_allocated_trend_mib_per_100_steps", "host_syncs_per_step", "host_sync_ms_per_step",
                      "h2d_mib_per_step", "h2d_pinned_pct", "loader_worker_starts", "loader_start_ms_per_step",
-                     "loader_start_fork_ms_per_step")
+                     "loader_start_fork_ms_per_step", "data_wait_restart_ms_per_step", "data_wait_first_ms_per_step",
+                     "data_wait_main_ms_per_step", "data_wait_steady_ms_per_step", "loader_steady_steps",
+                     "loader_steady_step_ms", "loader_steady_wait_ms", "loader_main_steps", "loader_main_step_ms",
+                     "loader_main_wait_ms")
     }
     values["step_source"] = str(steps.step_source)
+    if steps.loader_workers is not None:
+        values["loader_workers"] = steps.loader_workers
     values["graph_break_reasons"] = [f"{reason} ({count}×)" for reason, count in steps.graph_break_reasons[:5]]
     values["graph_break_top_reason"] = steps.graph_break_reasons[0][0] if steps.graph_break_reasons else None
     values["cuda_in_use"] = bool(steps.cuda_mem_total_mib)
@@ -320,6 +436,7 @@ def build_factsets(pid: int, gpu_windows: Sequence[Sequence[GpuSample]], proc: P
             job["gpm_tensor_util_pct"] = fmean(tensor)  # type: ignore[arg-type]
     job.update(impact_values(job))
     job.update(loader_values(job))
+    job.update(input_values(job))
     out.append(FactSet("job", Source.LIVE, {k: v for k, v in job.items() if v is not None}, Location(pid=pid)))
     run: dict[str, Any] = {"session_s": session_s, "gpu_count": len(out) - 1}
     if proc is not None:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudoctor.catalog import Catalog
+from gpudoctor.isolated import python_m
 from gpudoctor.live.priority import observer_child_setup
 
 #: A trace that takes longer than this to analyse is given up (the child is killed).
@@ -43,7 +44,7 @@ def analyze_profile_traces(paths: Sequence[str], catalog: Catalog, options: Mapp
     ``context``: the job's live facts the traces cannot show (``pipeline.analyze_paths``)."""
     request = pickle.dumps((list(paths), catalog, dict(options), dict(context or {})))
     try:
-        done = subprocess.run([sys.executable, "-m", "gpudoctor.live.profileanalysis"], input=request,
+        done = subprocess.run(python_m("gpudoctor.live.profileanalysis"), input=request,
                               capture_output=True, timeout=timeout_s, check=False,
                               preexec_fn=observer_child_setup())   # niced; killed if gpudoctor dies
     except subprocess.TimeoutExpired:

@@ -30,16 +30,11 @@ from gpudoctor.agent.paths import candidate_dirs
 from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.catalog import Catalog
 from gpudoctor.catalog.engine import evaluate
-from gpudoctor.catalog.merge import (
-    bound_by_live_input,
-    defer_symptoms,
-    judged_clear,
-    merge_findings,
-    withdraw_cleared,
-)
+from gpudoctor.catalog.finalize import finalize
+from gpudoctor.catalog.merge import judged_clear
 from gpudoctor.live import stacks as stacks_mod
 from gpudoctor.live.agentlink import AgentLink
-from gpudoctor.live.bottleneck import live_bottleneck, reconciled_bottleneck
+from gpudoctor.live.bottleneck import INPUT_BOUND_PCT, live_bottleneck, reconciled_bottleneck
 from gpudoctor.live.facts import LOADER_CONTEXT, build_factsets, steps_in_window
 from gpudoctor.live.hysteresis import Hysteresis
 from gpudoctor.live.nvml import NvmlCollector, NvmlUnavailable
@@ -436,6 +431,12 @@ class LiveSession:
             if note:
                 self._notes["profile"] = note
 
+    def _input_bound_pct(self) -> float:
+        """GD102's ``max_dataloader_pct`` as the user set it (the data wait from which the GPU waits)."""
+        rule = self.catalog.get("GD102")
+        resolved = {**(rule.options if rule is not None else {}), **(self.options.get("GD102") or {})}
+        return float(resolved.get("max_dataloader_pct", INPUT_BOUND_PCT))
+
     def _dispose_traces(self, paths: list[str], analysed: bool) -> str:
         """Remove analysed profile traces from the agent's private directory (they piled up in
         /tmp/gpudoctor-<uid>), unless ``keep_traces``; what the note should add. A trace that could not
@@ -479,21 +480,20 @@ class LiveSession:
 
     def _snapshot_locked(self) -> Snapshot:
         latest_gpus = self._gpu_hist[-1] if self._gpu_hist else ()
-        wait = self._live_job.get("data_wait_pct")
         seen = [*self._findings, *self._profile_findings]
-        kept = withdraw_cleared(seen, {Source.TRACE: self._trace_clear})
-        withdrawn = sorted({f.code for f in seen} - {f.code for f in kept})
+        bottleneck = (reconciled_bottleneck(self._profile_bottleneck, self._live_job, self._input_bound_pct())
+                      if self._profile_bottleneck is not None else self._live_bottleneck)
+        findings = finalize(seen, self.catalog, options=self.options, cleared={Source.TRACE: self._trace_clear},
+                            live=self._live_job, verdict_line=bottleneck.line if bottleneck else None)
+        withdrawn = sorted({f.code for f in seen} - {f.code for f in findings})
         notes = tuple(self._notes.values()) + ((
             f"{', '.join(withdrawn)}: the profile window judged it and found nothing to fix; the live reading, "
             "which could not say what it costs, is withdrawn.",) if withdrawn else ())
-        bottleneck = (reconciled_bottleneck(self._profile_bottleneck, self._live_job)
-                      if self._profile_bottleneck is not None else self._live_bottleneck)
-        findings = merge_findings(bound_by_live_input(kept, float(wait) if isinstance(wait, (int, float)) else None))
         return Snapshot(
             timestamp=time.time(), started_at=self.started_at, target_pid=self.pid,
             process=self._process, gpus=latest_gpus, shm=self._shm, stacks=self._stacks,
             steps=self._agent.steps, agent=self._agent.state(),
-            findings=tuple(defer_symptoms(findings, bottleneck.line if bottleneck else None)),
+            findings=tuple(findings),
             bottleneck=bottleneck,
             not_evaluated=tuple(self._not_evaluated), notes=notes,
             ranks=self._ranks.pids if self._ranks is not None else (),

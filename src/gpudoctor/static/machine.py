@@ -16,10 +16,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from gpudoctor.isolated import python_c
 from gpudoctor.model import FactSet, Location, Source
 from gpudoctor.report.model import MetricTable
 
@@ -80,7 +80,7 @@ def cudnn_versions(python: str | None = None, timeout_s: float = CUDNN_PROBE_TIM
     """
     out: dict[str, Any] = {"cudnn_build": None, "cudnn_runtime": None, "cudnn_versions_differ": None}
     try:
-        done = subprocess.run([python or sys.executable, "-c", _CUDNN_PROBE], capture_output=True, text=True,
+        done = subprocess.run(python_c(_CUDNN_PROBE, python), capture_output=True, text=True,
                               timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
         reply = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):

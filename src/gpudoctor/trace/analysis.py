@@ -14,6 +14,7 @@ print, exit, or import torch / rich / textual.
 from __future__ import annotations
 
 import gc
+import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -70,7 +71,8 @@ class TraceSetFacts(msgspec.Struct):
     corrupt: list[str]
     factsets: list[FactSet]
     run: FactSet
-    straggler: list[FactSet]
+    #: GD601's per-rank fact sets; filled by judging (``pipeline.judge_traces``), which has the options
+    straggler: list[FactSet] = msgspec.field(default_factory=list)
 
     @property
     def traces(self) -> list[RankTrace]:
@@ -148,8 +150,22 @@ class PendingTraceSet:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        self._spawned = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-        self._futures = [self._spawned.submit(analyze_rank_file, *item) for item in items]
+        from gpudoctor.isolated import SAFE_PATH_ENV
+
+        # the workers (and multiprocessing's resource tracker) start here and at submit; their
+        # `python -c` line is multiprocessing's, so Python 3.11+ is told through the environment to
+        # leave the current directory off their sys.path
+        saved = {key: os.environ.get(key) for key in SAFE_PATH_ENV}
+        os.environ.update(SAFE_PATH_ENV)
+        try:
+            self._spawned = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            self._futures = [self._spawned.submit(analyze_rank_file, *item) for item in items]
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     def result(self) -> TraceSetFacts:
         """Every rank, analysed and compared (see :func:`analyze_trace_files`).
@@ -240,7 +256,7 @@ def analyze_trace_files(paths: Iterable[str | Path], jobs: int | None = None) ->
 def _assemble(files: Sequence[Path], named: set[Path],
               results: Sequence[RankFacts | TraceFileError]) -> TraceSetFacts:
     """The ranks' results in file order, renumbered and deduplicated, with the notes and fact sets."""
-    from gpudoctor.trace.facts import rank_factsets, run_factset, straggler_factsets
+    from gpudoctor.trace.facts import rank_factsets, run_factset
 
     ranks: list[RankFacts] = []
     skipped: list[str] = []
@@ -265,13 +281,12 @@ def _assemble(files: Sequence[Path], named: set[Path],
     for entry in corrupt:
         notes.append(f"corrupt rank trace left out: {entry}.")
     metrics = [r.metrics for r in ranks]
-    straggler = straggler_factsets(metrics)
     missing = _missing_ranks_note(ranks, corrupt)
     if missing:
         notes.append(missing)
     traces = [r.trace for r in ranks]
     return TraceSetFacts(ranks=ranks, notes=notes, corrupt=corrupt, factsets=rank_factsets(metrics),
-                         run=run_factset(traces, metrics), straggler=straggler)
+                         run=run_factset(traces, metrics))
 
 
 def _dedupe_ranks(ranks: list[RankFacts]) -> list[str]:
