@@ -31,6 +31,21 @@ def test_explain_by_code_and_name(capsys) -> None:
     assert json.loads(capsys.readouterr().out)["code"] == "GD101"
 
 
+def test_explain_renders_markdown_at_the_terminals_width() -> None:
+    """``explain GD201`` printed raw Markdown hard-wrapped at ~100 columns: now headings and paragraphs
+    are drawn for the terminal and reflowed to its width (COLUMNS when stdout is a pipe)."""
+    import os
+
+    for width in (60, 140):
+        proc = subprocess.run([sys.executable, "-m", "gpudoctor", "explain", "GD201"], capture_output=True, text=True,
+                              env={**os.environ, "COLUMNS": str(width)})
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert "## What it detects" not in proc.stdout and any(line.strip() == "What it detects" for line in lines)
+        assert max(len(line.rstrip()) for line in lines) <= width
+        assert max(len(line.rstrip()) for line in lines) > min(width, 100) - 15   # paragraphs fill the width
+
+
 def test_unknown_rule_is_one_sentence_exit_2() -> None:
     proc = subprocess.run([sys.executable, "-m", "gpudoctor", "explain", "GD999"], capture_output=True, text=True)
     assert proc.returncode == 2

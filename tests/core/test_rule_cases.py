@@ -67,6 +67,8 @@ NO_CASE: dict[tuple[str, int], str] = {
     ("GD502", 1): _ZOO.format("memory_pressure"),
     ("GD503", 0): _ZOO.format("memory_creep"),
     ("GD601", 1): "no recorded trace set has 3 or more ranks with NCCL collectives; needs a 4-GPU run of bench/gpu/multigpu_validation.py",
+    ("GD601", 5): "no recorded trace set has ranks whose steps cannot be compared one by one; HTA's distributed "
+                  "traces in ../shared/traces/public/hta have them (tests/trace/test_rank_numbering.py)",
     ("GD601", 4): "needs a new recording: `python3 bench/gpu/multigpu_validation.py` (compute case, agent comm hook in every rank) on 2 H200s",
     ("GD609", 1): "no recorded run set NCCL_DEBUG=INFO; needs bench/gpu/multigpu_validation.py with NCCL_DEBUG=INFO in the job's environment",
     ("GD610", 0): "no recorded run lost a rank; needs `python3.12 bench/gpu/ranks_validation.py` with a rank killed mid-run",

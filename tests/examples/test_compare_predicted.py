@@ -24,4 +24,4 @@ def test_fixed_finding_estimate_is_set_beside_the_measured_speedup() -> None:
     assert check is not None and check["code"] == "GD201"
     assert abs(check["measured_speedup"] - 40.0 / 24.0) < 0.01 and check["within_estimate"]
     report = to_report(comparison)
-    assert any("GD201 was estimated at 1.50–1.90x; measured 1.67x (inside the estimate)." in n for n in report.notes)
+    assert any("GD201 was estimated at 1.50–1.90×; measured 1.67× (inside the estimate)." in n for n in report.notes)

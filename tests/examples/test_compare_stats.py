@@ -52,3 +52,12 @@ def test_too_few_samples_give_no_noise_estimate() -> None:
     assert est.p_value is None and est.ci_low_pct is None
     assert est.change_pct == pytest.approx((5.5 / 10.5 - 1) * 100)
     assert not math.isnan(est.change_pct)
+
+
+def test_a_change_reads_in_times_and_in_percent_of_time_on_one_base() -> None:
+    """A 2.00× speed-up read "50.1% faster": now × and "% less time" agree."""
+    from gpudoctor.compare.diff import change_text
+
+    assert change_text(-50.0) == "2.00× faster: the median step takes 50.0% less time"
+    assert change_text(25.0) == "1.25× slower: the median step takes 25.0% more time"
+    assert "faster" not in change_text(0.0) and "slower" not in change_text(0.0)

@@ -66,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="passive only: do not inject the in-process agent (no step timings)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="record a torch.profiler window of N steps during the watch (needs the agent)")
+    parser.add_argument("--export-dir", type=Path, default=None, metavar="DIR",
+                        help="where the dashboard's e key writes its Markdown and JSON report "
+                             "(default: the current directory; the paths are shown and printed on exit)")
     parser.add_argument("--keep-traces", action="store_true",
                         help="keep the profile traces the agent writes (in /tmp/gpudoctor-<uid> or "
                              "/run/user/<uid>/gpudoctor) once analysed; by default they are removed")
@@ -157,7 +160,7 @@ def _run(args: argparse.Namespace, relay: Relay) -> int:
         if dashboard is not None:
             try:
                 session.start()
-                return int(dashboard(session))
+                return int(dashboard(session, export_dir=args.export_dir))
             finally:
                 session.close()
                 if exporter is not None:

@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-dashboard", action="store_true", help="never open the dashboard; print a report")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="record a torch.profiler window of N steps once training runs")
+    parser.add_argument("--export-dir", type=Path, default=None, metavar="DIR",
+                        help="where the dashboard's e key writes its Markdown and JSON report "
+                             "(default: the current directory; the paths are shown and printed on exit)")
     parser.add_argument("--keep-traces", action="store_true",
                         help="keep the profile traces the agent writes (in /tmp/gpudoctor-<uid> or "
                              "/run/user/<uid>/gpudoctor) once analysed; by default they are removed")
@@ -238,6 +241,9 @@ def run(args: argparse.Namespace) -> int:
     shared_group = terminal_foreground()
     child = start_command(cmd, stdout_to_stderr=report_owns_stdout, shared_group=shared_group)
     relay = Relay(child.pid, shared_group).install()
+    if args.duration is not None:   # said first: after the report, the command is not stopped
+        print(f"gpudoctor: the report comes after {args.duration:g} s of watching; the command runs on after it "
+              "until it ends (Ctrl-C stops it).", file=sys.stderr)
     try:
         try:
             report = _watch(args, child, catalog, config.options, started, relay)
@@ -316,7 +322,7 @@ def _watch(args: argparse.Namespace, child: subprocess.Popen[bytes], catalog: An
             session.start()
             # closes the session; the agent stays in the command. Ctrl-C there: SIGINT to the command, once
             relay.terminal_raw = True
-            run_dashboard(session, on_interrupt=relay.dashboard_interrupt)
+            run_dashboard(session, on_interrupt=relay.dashboard_interrupt, export_dir=args.export_dir)
         finally:
             relay.terminal_raw = False
             session.close()

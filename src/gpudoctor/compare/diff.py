@@ -17,6 +17,7 @@ from typing import Any
 from gpudoctor.compare.inputs import FindingKey, Side
 from gpudoctor.compare.stats import ChangeEstimate, estimate_change
 from gpudoctor.exitcodes import ExitCode, UserError
+from gpudoctor.numbers import speedup
 from gpudoctor.report.model import MetricTable, Report
 
 IMPROVED = "improved"
@@ -67,8 +68,7 @@ def _diff_findings(before: list[FindingKey], after: list[FindingKey]
 
 def _verdict(est: ChangeEstimate, threshold_pct: float) -> tuple[str, str]:
     change = est.change_pct
-    direction = "slower" if change > 0 else "faster"
-    size = f"median step time {abs(change):.1f}% {direction}"
+    size = change_text(change)
     if est.p_value is None:
         noise = "too few step samples for a noise estimate (need 3 per side), judged on the medians alone"
         significant = True
@@ -76,7 +76,8 @@ def _verdict(est: ChangeEstimate, threshold_pct: float) -> tuple[str, str]:
         ci_excludes_zero = est.ci_low_pct is not None and est.ci_high_pct is not None and (
             est.ci_low_pct > 0 or est.ci_high_pct < 0)
         significant = est.p_value < ALPHA and ci_excludes_zero
-        noise = (f"95% CI {est.ci_low_pct:+.1f}% … {est.ci_high_pct:+.1f}%, Mann–Whitney p={est.p_value:.3g}")
+        noise = (f"95% CI of the time change {est.ci_low_pct:+.1f}% … {est.ci_high_pct:+.1f}%, "
+                 f"Mann–Whitney p={est.p_value:.3g}")
     if abs(change) <= threshold_pct:
         return NO_CHANGE, f"{size}, within the ±{threshold_pct:g}% threshold ({noise})."
     if not significant:
@@ -84,6 +85,19 @@ def _verdict(est: ChangeEstimate, threshold_pct: float) -> tuple[str, str]:
     if change > 0:
         return REGRESSED, f"{size}: a regression beyond the {threshold_pct:g}% threshold ({noise})."
     return IMPROVED, f"{size} ({noise})."
+
+
+def change_text(change_pct: float) -> str:
+    """A step-time change as a person reads it, in × and in % of time, one base for both: a 2.00×
+    speed-up is "2.00× faster: the median step takes 50.0% less time" (it read "50.1% faster")."""
+    if change_pct <= -100.0:
+        return "the median step takes no time after"
+    ratio = 100.0 / (100.0 + change_pct)   # before / after
+    if abs(change_pct) < 0.05:
+        return "1.00×: the median step takes the same time"
+    if change_pct > 0:
+        return f"{1.0 / ratio:.2f}× slower: the median step takes {change_pct:.1f}% more time"
+    return f"{ratio:.2f}× faster: the median step takes {-change_pct:.1f}% less time"
 
 
 def compare_sides(before: Side, after: Side, threshold_pct: float = 5.0) -> Comparison:
@@ -134,7 +148,7 @@ def to_dict(c: Comparison) -> dict[str, Any]:
 def _predicted(k: FindingKey) -> str:
     if k.est_speedup_low is None or k.est_speedup_high is None:
         return "–"
-    return f"{k.est_speedup_low:.2f}–{k.est_speedup_high:.2f}x"
+    return speedup(k.est_speedup_low, k.est_speedup_high)
 
 
 def predicted_vs_measured(c: Comparison) -> dict[str, Any] | None:
@@ -162,9 +176,9 @@ def to_report(c: Comparison) -> Report:
     verdict_table = MetricTable(
         title="Step-time change", key="verdict",
         columns=["metric", "value"],
-        rows=[{"metric": "speedup (before/after median)", "value": f"{c.speedup:.3f}x"},
-              {"metric": "step time change", "value": f"{e.change_pct:+.1f}%"},
-              {"metric": "95% CI of change", "value": "–" if e.ci_low_pct is None
+        rows=[{"metric": "speed-up (before/after median)", "value": f"{c.speedup:.3f}×"},
+              {"metric": "step time change", "value": f"{e.change_pct:+.1f}% time"},
+              {"metric": "95% CI of the time change", "value": "–" if e.ci_low_pct is None
                else f"{e.ci_low_pct:+.1f}% … {e.ci_high_pct:+.1f}%"},
               {"metric": "Mann–Whitney p", "value": "–" if e.p_value is None else f"{e.p_value:.3g}"},
               {"metric": "threshold", "value": f"±{c.threshold_pct:g}%"}])
@@ -186,8 +200,8 @@ def to_report(c: Comparison) -> Report:
     notes = [f"verdict: {c.verdict} — {c.reason}", *c.before.notes, *c.after.notes]
     check = predicted_vs_measured(c)
     if check is not None:
-        notes.append(f"{check['code']} was estimated at {check['est_speedup_low']:.2f}–{check['est_speedup_high']:.2f}x; "
-                     f"measured {check['measured_speedup']:.2f}x"
+        notes.append(f"{check['code']} was estimated at {speedup(check['est_speedup_low'], check['est_speedup_high'])}; "
+                     f"measured {check['measured_speedup']:.2f}×"
                      + (" (inside the estimate)." if check["within_estimate"] else " (outside the estimate)."))
     if c.new:
         notes.append(f"{len(c.new)} finding(s) appeared after the change: "

@@ -18,6 +18,7 @@ from gpudoctor.report import tables
 from gpudoctor.report.grouping import FindingGroup, group_findings, no_gain_line, split_no_gain
 from gpudoctor.report.model import MetricTable, Report
 from gpudoctor.report.stepbar import STYLE, legend, legend_text, plain_bar, segments
+from gpudoctor.report.verdict import verdict_note
 
 FORMATS = ("text", "json", "markdown")
 SCHEMA_VERSION = 1
@@ -47,7 +48,8 @@ def to_dict(report: Report) -> dict[str, Any]:
         "command": report.command,
         "inputs": list(report.inputs),
         "summary": {"findings": len(report.findings), **counts, "not_evaluated": len(report.not_evaluated),
-                    "headline": _summary_sentence(report)},
+                    "headline": _summary_sentence(report),
+                    "verdict_note": verdict_note(report.bottleneck, report.findings) or None},
         "bottleneck": report.bottleneck.to_dict() if report.bottleneck is not None else None,
         "bottlenecks": [b.to_dict() for b in report.bottlenecks],
         "findings": [f.to_dict() for f in report.findings],
@@ -114,6 +116,8 @@ def to_markdown(report: Report) -> str:
         lines += [f"Inputs: {', '.join(f'`{i}`' for i in report.inputs)}", ""]
     for b in _shown_bottlenecks(report):
         lines += [f"**Bottleneck:** {b.line}", "", "```", plain_bar(b), legend_text(b), "```", ""]
+    if verdict_note(report.bottleneck, report.findings):
+        lines += [f"*{verdict_note(report.bottleneck, report.findings)}*", ""]
     groups, quiet = split_no_gain(group_findings(report.findings))
     lines += [_summary_sentence(report, len(groups), len(quiet)), ""]
     for number, group in enumerate(groups, 1):
@@ -223,6 +227,9 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
         console.print(Text("Bottleneck: ", style="bold") + Text(b.line))
         console.print(rich_bar(b, max(20, min(console.width, 100) - 2)))
         console.print(rich_legend(b))
+    note = verdict_note(report.bottleneck, report.findings)
+    if note:
+        console.print(Text(note, style="italic"))
     groups, quiet = split_no_gain(group_findings(report.findings))
     console.print(_summary_sentence(report, len(groups), len(quiet)))
     console.print()

@@ -20,7 +20,7 @@ from gpudoctor.numbers import plain
 from gpudoctor.report.model import MetricTable
 
 #: Columns whose values name a row (a table keyed by one of them can be turned on its side).
-KEY_COLUMNS = frozenset({"rank", "gpu", "pid", "file", "name", "code", "where", "activity", "step"})
+KEY_COLUMNS = frozenset({"rank", "gpu", "pid", "file", "name", "code", "where", "activity", "step", "status", "run"})
 #: Columns of text, drawn left-aligned.
 TEXT_COLUMNS = frozenset({"rank", "file", "name", "gpu", "metric", "pid", "role", "code", "where", "activity",
                           "value", "status", "cause", "note", "step_source", "throttle", "target_pids"})

@@ -51,8 +51,16 @@ class RankFacts(msgspec.Struct):
         return self.trace.rank
 
     def renumber(self, rank: int) -> None:
+        """Give this rank its place among the traces read (not among the files, which counts the skipped
+        ones), and say the same rank in this trace's own notes, so a note and a card name one rank."""
+        old = self.trace.rank
         self.trace.rank = rank
         self.metrics.rank = rank
+        if old == rank:
+            return
+        self.trace.notes = [note.replace(f"rank {old} taken from the position", f"rank {rank} taken from the position")
+                            if not note.startswith(f"rank {old}:") else f"rank {rank}:" + note[len(f"rank {old}:"):]
+                            for note in self.trace.notes]
 
 
 class TraceSetFacts(msgspec.Struct):

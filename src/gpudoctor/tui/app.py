@@ -20,6 +20,7 @@ import contextlib
 import inspect
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,7 +39,7 @@ from gpudoctor.catalog import Catalog, load_catalog
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.live.samples import Snapshot
 from gpudoctor.report.model import Report
-from gpudoctor.tui.export import export_report, snapshot_report
+from gpudoctor.tui.export import exit_summary, export_report, snapshot_report
 from gpudoctor.tui.history import SnapshotHistory
 from gpudoctor.tui.protocol import DashboardSession
 from gpudoctor.tui.widgets.detail import FindingDetail
@@ -68,6 +69,7 @@ class GpudoctorApp(App[int]):
     TITLE = "gpudoctor"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
     BINDINGS = [
+        Binding("f", "open_fix", "fix"),   # first: the key that reaches the fix (enter does too, unnamed)
         Binding("p", "profile", "profile"),
         Binding("s", "stacks", "stacks"),
         Binding("e", "export", "export"),
@@ -107,7 +109,8 @@ class GpudoctorApp(App[int]):
             yield LiveView(self._sections, id="view")
         else:
             yield TraceView(self._sections, id="view")
-        yield Footer()
+        # every key in 80 columns: compact, and the command palette (ctrl+p still opens it) left unnamed
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -193,7 +196,7 @@ class GpudoctorApp(App[int]):
         if self.report is not None:
             not_evaluated = tuple(self.report.not_evaluated)
         for detail in self.query(FindingDetail):  # none while shutting down
-            detail.show(message.finding, not_evaluated)
+            detail.show(message.finding, not_evaluated, message.note)
 
     def on_data_table_row_selected(self, event: FindingsList.RowSelected) -> None:
         if isinstance(event.data_table, FindingsList):
@@ -297,6 +300,7 @@ def run_dashboard(session: DashboardSession, **options: object) -> int:
             result = app.run()
     finally:
         app.detach()  # also when the app stopped another way (a crash)
+    print(exit_summary(app.latest, app.last_export), file=sys.stderr)
     if app.signalled is not None:
         return int(ExitCode.INTERRUPTED)
     return int(result if result is not None else ExitCode.OK)

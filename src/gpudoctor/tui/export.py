@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.live.samples import Snapshot
+from gpudoctor.model import sort_findings
 from gpudoctor.report import render
 from gpudoctor.report.model import MetricTable, Report
 from gpudoctor.tui.widgets.tables import rank_columns
@@ -67,3 +68,29 @@ def export_report(report: Report, directory: Path, stem: str | None = None) -> E
         raise UserError(f"cannot write the report to {directory}: {exc.strerror}; "
                         "start gpudoctor from a writable directory.", ExitCode.USAGE) from None
     return ExportResult(md_path.resolve(), json_path.resolve())
+
+
+def exit_summary(snapshot: Snapshot | None, exported: tuple[Path, Path] | None = None) -> str:
+    """One paragraph for the terminal after the dashboard closes: what was watched, the finding to fix
+    first with its estimate and fix, where an export went, and the next command."""
+    if snapshot is None:
+        return "gpudoctor: detached before the first sample; the job keeps running."
+    pid = snapshot.target_pid
+    watched = round(snapshot.timestamp - snapshot.started_at)
+    alive = snapshot.process.alive if snapshot.process is not None else True
+    text = f"gpudoctor: watched pid {pid} for {watched} s; " + (
+        "detached, the job keeps running." if alive else "the job has exited.")
+    findings = sort_findings(list(snapshot.findings))
+    if findings:
+        top = findings[0]
+        gain = f" (fix est. {top.impact.describe().removeprefix('est. ')})" if top.impact is not None else ""
+        others = f"; {len(findings) - 1} more finding(s)" if len(findings) > 1 else ""
+        text += (f" Fix first: {top.severity.value.upper()} {top.code} {top.name} — {top.title}{gain}. "
+                 f"{top.fix.summary}{others}.")
+    else:
+        text += " No finding while watched."
+    if exported is not None:
+        text += f" Exported: {exported[0]} and {exported[1]}."
+    if alive:
+        text += f" Next: `gpudoctor attach {pid} --once` for a report, or `gpudoctor explain CODE` for a rule."
+    return text

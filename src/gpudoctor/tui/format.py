@@ -87,6 +87,23 @@ def shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def command_text(cmdline: list[str] | tuple[str, ...], width: int) -> str:
+    """A process's command for a one-line header: the interpreter and the script by their names, then
+    the arguments, cut at the end — ``python3 input_bound.py --steps 0 …`` (cut from the start, the
+    header showed the interpreter's path and lost the script's name)."""
+    import os
+
+    parts = list(cmdline)
+    if not parts:
+        return ""
+    parts[0] = os.path.basename(parts[0])
+    for k in range(1, len(parts)):
+        if not parts[k].startswith("-"):
+            parts[k] = os.path.basename(parts[k]) if "/" in parts[k] else parts[k]
+            break
+    return shorten(" ".join(parts), width)
+
+
 def update_static(widget: Static, text: Text) -> None:
     """Give ``widget`` new text only when it changed, and re-layout only when its shape changed.
 

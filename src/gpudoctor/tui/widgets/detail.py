@@ -20,6 +20,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from gpudoctor.model import Finding, Fix, NotEvaluated
+from gpudoctor.numbers import speedup
+from gpudoctor.report.render import note_text
 from gpudoctor.tui.format import SEVERITY_LABEL, SEVERITY_STYLE, value_text
 
 #: Given a rule code, the Markdown sections of its explanation (or None when unknown).
@@ -66,10 +68,10 @@ def finding_renderable(finding: Finding, sections: dict[str, str] | None) -> Gro
     parts: list[RenderableType] = [head, Text(finding.message)]
     if finding.impact is not None:  # one line here; how it was estimated goes under the fix
         imp = finding.impact
-        share = f" · costs {imp.cost_pct_of_step:.0f}%" if imp.cost_pct_of_step is not None else ""
-        gain = f"{imp.est_speedup_low:.2f}×" if abs(imp.est_speedup_high - imp.est_speedup_low) < 0.005 \
-            else f"{imp.est_speedup_low:.2f}–{imp.est_speedup_high:.2f}×"
-        parts.append(Text("Gain: ", style="bold cyan") + Text(f"est. {gain}", style="bold") + Text(share))
+        share = f" · costs {imp.cost_pct_of_step:.0f}% of the step" if imp.cost_pct_of_step is not None else ""
+        gain = speedup(imp.est_speedup_low, imp.est_speedup_high)
+        middle = f" (the list shows its middle, {imp.est_speedup:.2f}×)" if "–" in gain else ""
+        parts.append(Text("Gain: ", style="bold cyan") + Text(f"est. {gain}", style="bold") + Text(middle + share))
         if imp.shares_cost_with is not None:
             parts.append(Text(imp.overlap_text(), style="yellow"))
 
@@ -80,7 +82,7 @@ def finding_renderable(finding: Finding, sections: dict[str, str] | None) -> Gro
         parts += [Text(""), Text("How the gain is estimated", style="bold"),
                   Text(f"{finding.impact.describe()}: {finding.impact.basis}", style="dim")]
     elif finding.impact_note:
-        parts += [Text(""), Text(f"Gain: no estimate — {finding.impact_note}", style="dim")]
+        parts += [Text(""), Text(f"Gain: no estimate — {note_text(finding.impact_note)}", style="dim")]
     where = finding.location.describe()  # the list's "where" column shows it too: here with its sources
     sources = " + ".join(s.value for s in finding.sources)
     parts.append(Text(f"where: {where or 'the job'}  (from {sources})", style="dim"))
@@ -103,22 +105,28 @@ class FindingDetail(VerticalScroll):
         self._body = Static("", id="detail-body")
         self.finding: Finding | None = None
         self._not_evaluated: tuple[NotEvaluated, ...] = ()
+        self._note = ""
         self._shown_width = -1
 
     def on_resize(self) -> None:
         """Lay the text out again at a new width (the first show may come before any size is known)."""
         if self.size.width != self._shown_width:
             self._shown_width = self.size.width
-            self.show(self.finding, self._not_evaluated)
+            self.show(self.finding, self._not_evaluated, self._note)
 
     def compose(self) -> ComposeResult:
         yield self._body
 
-    def show(self, finding: Finding | None, not_evaluated: tuple[NotEvaluated, ...] = ()) -> None:
-        """Show ``finding``; with none, say what could not be judged and why."""
+    def show(self, finding: Finding | None, not_evaluated: tuple[NotEvaluated, ...] = (), note: str = "") -> None:
+        """Show ``finding``; with none, say why the list is empty (``note``: a filter hides findings),
+        else what could not be judged and why."""
         same_finding = finding is not None and self.finding is not None and finding.key == self.finding.key
         self.finding = finding
         self._not_evaluated = not_evaluated
+        self._note = note
+        if finding is None and note:
+            self._body.update(Text(note, style="bold"))
+            return
         if finding is not None:
             self._body.update(finding_renderable(finding, self._lookup(finding.code)))
             if not same_finding:  # fresh numbers for the same finding must not yank the reader back up

@@ -27,8 +27,17 @@ def matches(finding: Finding, query: str) -> bool:
 
 
 def gain_label(finding: Finding) -> str:
-    """``1.5×`` (the estimate's middle), or ``–`` when the finding has none."""
+    """``1.50×`` (the middle of the estimate, what the list is ordered by), or ``–`` when there is none."""
     return f"{finding.impact.est_speedup:.2f}×" if finding.impact is not None else "–"
+
+
+def filter_note(query: str, hidden: Sequence[Finding]) -> str:
+    """What an empty list must say while a filter hides findings (never "No findings so far")."""
+    if not query or not hidden:
+        return ""
+    worst = max(hidden, key=lambda f: f.severity.rank)
+    return (f"No finding matches the filter “{query}”; it hides {len(hidden)} "
+            f"({worst.severity.value} {worst.code} among them). Press / and clear the text to see them all.")
 
 
 class FindingsList(DataTable):
@@ -39,9 +48,10 @@ class FindingsList(DataTable):
     class Chosen(Message):
         """The highlighted finding changed (``None`` when the list is empty)."""
 
-        def __init__(self, finding: Finding | None) -> None:
+        def __init__(self, finding: Finding | None, note: str = "") -> None:
             super().__init__()
             self.finding = finding
+            self.note = note   # with no finding: why the list is empty (a filter hides them)
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
@@ -77,6 +87,17 @@ class FindingsList(DataTable):
         self.query_text = (query or "").strip()
         self._refill()
 
+    def _chosen(self) -> Message:
+        hidden = [f for f in self._all if f not in self._shown]
+        return self.Chosen(self.current, filter_note(self.query_text, hidden))
+
+    def _title(self) -> None:
+        """The border says a filter is on, and how many findings it lets through."""
+        if self.query_text:
+            self.border_title = f"Findings · filter “{self.query_text}”: {len(self._shown)} of {len(self._all)}"
+        else:
+            self.border_title = "Findings"
+
     def _refill(self) -> None:
         keep = self.current.key if self.current is not None else None
         shown = [f for f in self._all if not self.query_text or matches(f, self.query_text)]
@@ -85,8 +106,9 @@ class FindingsList(DataTable):
             # Same rows (numbers in messages may have moved): keep the table, refresh the detail only.
             changed = [f.to_dict() for f in shown] != [f.to_dict() for f in self._shown]
             self._shown = shown
+            self._title()
             if changed:
-                self.post_message(self.Chosen(self.current))
+                self.post_message(self._chosen())
             return
         self._filled, self._rows, self._shown = True, rows, shown
         self.clear()
@@ -96,8 +118,9 @@ class FindingsList(DataTable):
         row = next((i for i, f in enumerate(shown) if f.key == keep), 0)
         if shown:
             self.move_cursor(row=row)
-        self.post_message(self.Chosen(self.current))
+        self._title()
+        self.post_message(self._chosen())
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
-        self.post_message(self.Chosen(self.current))
+        self.post_message(self._chosen())

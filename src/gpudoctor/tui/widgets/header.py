@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from gpudoctor.live.samples import AgentStatus, ProfileState, Snapshot
 from gpudoctor.report.model import Report
-from gpudoctor.tui.format import duration, shorten, update_static
+from gpudoctor.tui.format import command_text, duration, shorten, update_static
 
 _AGENT_STYLE = {
     "connected": "green",
@@ -45,7 +45,7 @@ class StatusHeader(Static):
         text.append("gpudoctor ", style="bold")
         text.append(f"pid {snapshot.target_pid}", style="bold")
         if proc is not None and proc.cmdline:
-            text.append("  " + shorten(" ".join(proc.cmdline), 48), style="dim")
+            text.append("  " + command_text(proc.cmdline, 48), style="dim")
         if len(snapshot.rank_table) > 1 or len(snapshot.ranks) > 1:
             shown = f"rank {rank}" if rank is not None else "all ranks"
             text.append(f"  {max(len(snapshot.ranks), len(snapshot.rank_table))} ranks ({shown}; r: switch)")

@@ -22,7 +22,7 @@ HELP_TEXT = """\
 [b]gpudoctor dashboard[/b]
 
   [b]↑ ↓[/b] / mouse   choose a finding; its evidence and fix show on the right
-  [b]enter[/b]        open the fix full size (before → after)
+  [b]f[/b], [b]enter[/b]     open the fix full size (before → after)
   [b]p[/b]            profile the next steps with torch.profiler (findings update when analysed)
   [b]s[/b]            stacks: where the training thread spends its time (py-spy)
   [b]e[/b]            export the report (Markdown + JSON) to files
@@ -106,7 +106,12 @@ class FixScreen(_Modal):
 
     def compose(self) -> ComposeResult:
         title = Text(f"{self.finding.code} {self.finding.name} — fix", style="bold")
-        wide = self.app.size.width >= 110
+        # side by side only when the longest line fits half the box: a wrapped line goes back to
+        # column 0 mid-expression (seen at 160 columns), which reads worse than the two stacked
+        fix = self.finding.fix
+        longest = max((len(line) for code in (fix.before, fix.after) for line in code.splitlines()), default=0)
+        box = min(int(self.app.size.width * 0.9), 120) - 4       # .modal-box: 90%, at most 120, border + padding
+        wide = longest <= (box - 2) // 2 - 1                       # two columns, 2 apart
         with VerticalScroll(classes="modal-box", id="fix-box"):
             yield Static(title)
             for renderable in fix_renderables(self.finding.fix, side_by_side=wide):

@@ -56,6 +56,7 @@ class LiveView(Vertical):
         with Horizontal(id="host-row"):
             steps = StepPanel(id="steps")
             steps.border_title = "Steps"
+            steps.border_subtitle = "sparkline: steps/s, oldest left"
             yield steps
             process = ProcessPanel(id="process")
             process.border_title = "Process · /dev/shm"

@@ -1,0 +1,30 @@
+"""Tables are laid out by one helper (report/tables.py) for every view."""
+
+from __future__ import annotations
+
+import io
+
+from gpudoctor.report.model import MetricTable, Report
+from gpudoctor.report.render import render
+from gpudoctor.report.tables import layout, plain_lines
+
+
+def test_a_one_row_table_reads_metric_value_not_its_first_value_as_header() -> None:
+    """The agent's step summary printed as "metric  steps_total 131"."""
+    steps = MetricTable("Training steps (agent)", ["steps_total", "steps_per_s", "step_source"],
+                        [{"steps_total": 131, "steps_per_s": 9.94, "step_source": "optimizer"}])
+    shape = layout(steps, 40)
+    assert shape.header == ["metric", "value"]
+    assert shape.rows == [["steps_total", "131"], ["steps_per_s", "9.94"], ["step_source", "optimizer"]]
+    out = io.StringIO()
+    render(Report("attach", [], tables=[steps]), "text", out)
+    assert "steps_total 131" not in out.getvalue() and "steps_total" in out.getvalue()
+    assert plain_lines(steps)[0].split() == ["metric", "value"]
+
+
+def test_a_wide_table_keyed_by_rank_turns_on_its_side() -> None:
+    cols = ["rank", *(f"metric_{k}_pct" for k in range(12))]
+    ranks = MetricTable("Ranks", cols, [{"rank": r, **{c: 1.5 for c in cols[1:]}} for r in (0, 1)])
+    shape = layout(ranks, 80)
+    assert shape.header == ["metric", "rank 0", "rank 1"] and shape.rows[0] == ["metric_0_pct", "1.5", "1.5"]
+    assert layout(ranks, 1000).header == cols   # wide enough: rows stay rows

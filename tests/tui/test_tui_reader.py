@@ -1,0 +1,107 @@
+"""What a tired engineer reads in the dashboard (issue 38): a filter that hides everything says so and
+shows it is on, the footer names the key to the fix, the header keeps the script's name, the step
+sparkline has its unit, and a paragraph is printed after ``q``; pictures at 80×24 and 200×60."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from recorded import FakeSession, pinned_catalog, profiled_session, session_snapshots, sync, two_rank_session
+
+from gpudoctor.model import Severity
+from gpudoctor.tui.app import GpudoctorApp
+from gpudoctor.tui.export import exit_summary
+from gpudoctor.tui.format import command_text
+from gpudoctor.tui.widgets.detail import FindingDetail
+from gpudoctor.tui.widgets.findings import FindingsList
+
+SIZES = [(80, 24), (200, 60)]
+
+
+def screen_text(app: GpudoctorApp) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def _app(session: FakeSession) -> GpudoctorApp:
+    app = GpudoctorApp(session=session, catalog=pinned_catalog(), refresh_s=0.2, export_dir=Path("/nonexistent"))
+    app.cursor_blink = False  # type: ignore[attr-defined]
+    return app
+
+
+def _no_findings_yet() -> FakeSession:
+    snapshots = [replace(s, findings=()) for s in session_snapshots(catalog=pinned_catalog())[:4]]
+    return FakeSession(snapshots, history_len=len(snapshots) - 1)
+
+
+@sync
+async def test_a_filter_that_hides_a_critical_says_so_and_shows_it_is_on() -> None:
+    app = _app(profiled_session("input_bound", pinned_catalog()))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.4)
+        findings = app.query_one(FindingsList)
+        assert any(f.severity is Severity.CRITICAL for f in findings.shown)
+        findings.set_filter("nothing-matches-this")
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert "No findings so far" not in text
+        assert "No finding matches the filter" in text and "critical" in text
+        assert "filter “nothing-matches-this”: 0 of" in str(findings.border_title)
+        findings.set_filter("")
+        await pilot.pause(0.2)
+        assert findings.border_title == "Findings" and app.query_one(FindingDetail).finding is not None
+
+
+@sync
+async def test_footer_names_the_key_to_the_fix_and_the_sparkline_its_unit() -> None:
+    app = _app(profiled_session("input_bound", pinned_catalog()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.4)
+        text = screen_text(app)
+        assert "f fix" in text and "q quit" in text   # at 80 columns too
+    app = _app(profiled_session("input_bound", pinned_catalog()))
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause(0.4)
+        assert "steps/s" in screen_text(app)
+
+
+def test_header_command_keeps_the_script_name() -> None:
+    cmd = ["/work/very/long/path/to/a/virtualenv/bin/python3", "-u", "/home/me/projects/examples/input_bound.py",
+           "--steps", "0"]
+    assert command_text(cmd, 48).startswith("python3 -u input_bound.py --steps 0")
+
+
+def test_exit_summary_is_one_paragraph_with_the_first_fix() -> None:
+    snapshot = profiled_session("input_bound", pinned_catalog())._snapshots[-1]
+    text = exit_summary(snapshot, (Path("/tmp/r.md"), Path("/tmp/r.json")))
+    assert "\n" not in text and f"pid {snapshot.target_pid}" in text
+    assert "Fix first: CRITICAL" in text and "Exported: /tmp/r.md and /tmp/r.json." in text
+    assert "No finding" in exit_summary(replace(snapshot, findings=()))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_no_findings_yet(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(_app(_no_findings_yet()), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_findings_with_a_filter(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause(0.4)
+        pilot.app.query_one(FindingsList).set_filter("info")
+        await pilot.pause(0.2)
+
+    assert snap_compare(_app(profiled_session("input_bound", pinned_catalog())), terminal_size=size,
+                        run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_fix_view(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(_app(profiled_session("input_bound", pinned_catalog())), terminal_size=size,
+                        press=["enter"])
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_ranks(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(_app(two_rank_session(pinned_catalog())), terminal_size=size)
