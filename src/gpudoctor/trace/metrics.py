@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +30,7 @@ from gpudoctor.trace.comm import hta_type_arrays, hta_type_spans
 from gpudoctor.trace.context import HOST_KINDS, Context, pct, rounded
 from gpudoctor.trace.fusion import fusion_metrics
 from gpudoctor.trace.gaps import gap_metrics
+from gpudoctor.trace.gputime import DEVICE, gpu_time
 from gpudoctor.trace.reader import (
     K_GPU_ANNOTATION,
     K_KERNEL,
@@ -264,53 +264,23 @@ def _temporal_np(np: Any, t: EventTable) -> dict[str, FactValue]:
     return out
 
 
-def _kernel_classes_np(np: Any, t: EventTable, ctx: Context) -> tuple[Any, Any, Any, list[str]]:
-    """Per name id, from ``ctx.kernel_classes``: communication (bool), precision (index into the
-    returned list of precisions, -1 for none), layout transform (bool)."""
-    classes = ctx.kernel_classes(t)
-    comm = np.zeros(len(t.names), dtype=bool)
-    layout = np.zeros(len(t.names), dtype=bool)
-    prec = np.full(len(t.names), -1, dtype=np.int64)
-    precisions = sorted({info.precision for info in classes.values() if info.precision is not None})
-    for nid, info in classes.items():
-        comm[nid], layout[nid] = info.communication, info.layout_transform
-        if info.precision is not None:
-            prec[nid] = precisions.index(info.precision)
-    return comm, prec, layout, precisions
-
-
 def _kernel_mix(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    np = numpy_for(t)
-    if np is not None:
-        return _kernel_mix_np(np, t, ctx)
-    name, dur, kind = t.name, t.dur, t.kind
-    classes = ctx.kernel_classes(t)
-    compute_us = 0.0
-    gemm: Counter[str] = Counter()
-    layout_us = 0.0
-    comm_us = 0.0
-    for i in ctx.device:
-        if kind[i] != K_KERNEL:
-            continue
-        info = classes[name[i]]
-        if info.communication:
-            comm_us += dur[i]
-            continue
-        compute_us += dur[i]
-        prec = info.precision
-        if prec is not None:
-            gemm[prec] += dur[i]
-        elif info.layout_transform:
-            layout_us += dur[i]
+    """Compute, GEMM-by-precision, layout-transform and communication kernel time, from the GPU-time
+    table's rows of every kernel in the trace (duration sums)."""
+    table = gpu_time(t, ctx)
+    compute_us = table.us(DEVICE, lambda kind, c: kind == K_KERNEL and not c.communication)
     if compute_us <= 0:
         return {}
+    comm_us = table.us(DEVICE, lambda kind, c: kind == K_KERNEL and c.communication)
+    gemm = table.by(DEVICE, lambda kind, c: c.precision if kind == K_KERNEL and not c.communication else None)
+    layout_us = table.us(DEVICE, lambda kind, c: (kind == K_KERNEL and not c.communication and c.precision is None
+                                                  and c.layout_transform))
     return _kernel_mix_facts(compute_us, gemm, layout_us, comm_us, ctx.n_steps)
 
 
 def _kernel_mix_facts(compute_us: float, gemm: Mapping[str, float], layout_us: float, comm_us: float,
                       n_steps: int) -> dict[str, FactValue]:
-    """The kernel-mix facts from their sums (one place for both paths of :func:`_kernel_mix`); ``gemm``:
-    µs per GEMM precision, in the order the kernels first meet each."""
+    """The kernel-mix facts from their sums; ``gemm``: µs per GEMM precision."""
     gemm_us = sum(gemm.values())
     out: dict[str, FactValue] = {
         "compute_kernel_ms": round(compute_us / 1000.0, 3),
@@ -326,26 +296,6 @@ def _kernel_mix_facts(compute_us: float, gemm: Mapping[str, float], layout_us: f
         out["layout_transform_ms_per_step"] = round(layout_us / 1000.0 / n_steps, 3)
         out["comm_ms_per_step"] = round(comm_us / 1000.0 / n_steps, 3)
     return out
-
-
-def _kernel_mix_np(np: Any, t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    """The numpy path of :func:`_kernel_mix`: each sum over its kernels in event order."""
-    kernels = vectorized.kind_positions(t, (K_KERNEL,))
-    is_comm, prec, layout, precisions = _kernel_classes_np(np, t, ctx)
-    name, dur = vectorized.column(t, "name")[kernels], vectorized.column(t, "dur")[kernels]
-    comm = is_comm[name]
-    compute = ~comm
-    compute_us = vectorized.ordered_sum(dur[compute])
-    if compute_us <= 0:
-        return {}
-    comm_us = vectorized.ordered_sum(dur[comm])
-    precision = np.where(compute, prec[name], -1)
-    layout_us = vectorized.ordered_sum(dur[compute & (precision < 0) & layout[name]])
-    found, first = np.unique(precision[precision >= 0], return_index=True)
-    gemm: dict[str, float] = {}
-    for p in found[np.argsort(first)].tolist():  # the keys in the order the pure loop meets them
-        gemm[precisions[p]] = vectorized.ordered_sum(dur[precision == p])
-    return _kernel_mix_facts(compute_us, gemm, layout_us, comm_us, ctx.n_steps)
 
 
 def _launches(t: EventTable, ctx: Context) -> dict[str, FactValue]:
