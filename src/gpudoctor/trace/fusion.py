@@ -22,13 +22,13 @@ from __future__ import annotations
 import bisect
 import operator
 from collections import Counter
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace import vectorized
 from gpudoctor.trace.context import Context, pct
 from gpudoctor.trace.events import K_KERNEL, EventTable
+from gpudoctor.trace.gputime import FUSIBLE, LAUNCHED, gpu_time, in_optimizer_np, optimizer_launch_test
 from gpudoctor.trace.timeline import end_times
 from gpudoctor.trace.vectorized import Floats, Ints, numpy_for
 
@@ -50,23 +50,65 @@ def compiled_region_present(t: EventTable) -> bool:
 
 
 def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
-    """Fusible, cast and launch-gap time per step (facts named in the module docstring)."""
+    """Fusible, cast and launch-gap time per step (facts named in the module docstring).
+
+    The kernel-time sums come from the GPU-time table (:mod:`.gputime`: duration sums, not unions of
+    spans); the autocast casts, launch gaps and kernel sequences from the steps' device events.
+    """
     out: dict[str, FactValue] = {"compiled_region_present": compiled_region_present(t)}
     n = ctx.n_steps
     if not n:
         return out
+    table = gpu_time(t, ctx)
+    gpu_us = table.us(LAUNCHED, lambda kind, c: not c.communication)
+    if gpu_us <= 0:
+        return out
     np = numpy_for(t)
-    if np is not None:
-        return _fusion_metrics_np(np, t, ctx, out)
-    in_optimizer, optimizer_starts, optimizer_ends = _optimizer_spans(t, ctx)
-    bisect_right = bisect.bisect_right
+    autocast_us, autocast_kernels, grad_cast_kernels, timing = (
+        _per_event_np(np, t, ctx) if np is not None else _per_event(t, ctx))
+    by_fact = table.by(FUSIBLE, lambda kind, c: _FACT_OF_CLASS[c.fusion] if c.fusion is not None else None)
+    out.update({
+        "gpu_kernel_ms_per_step": round(gpu_us / 1000.0 / n, 3),
+        "fusible_ms_per_step": round(table.us(FUSIBLE, _ANY) / 1000.0 / n, 3),
+        "fusible_pct_of_gpu": pct(table.us(FUSIBLE, _ANY), gpu_us),
+        "fusible_kernels_per_step": round(table.count(FUSIBLE, _ANY) / n, 1),
+        "compiled_kernel_pct_of_gpu": pct(table.us(LAUNCHED, _compiled), gpu_us),
+        "compiled_kernel_ms_per_step": round(table.us(LAUNCHED, _compiled) / 1000.0 / n, 3),
+        "cast_ms_per_step": round(table.us(FUSIBLE, _cast) / 1000.0 / n, 3),
+        "autocast_cast_ms_per_step": round(autocast_us / 1000.0 / n, 3),
+        "autocast_cast_kernels_per_step": round(autocast_kernels / n, 1),
+        "autocast_grad_cast_kernels_per_step": round(grad_cast_kernels / n, 1),
+        "autocast_cast_pct_of_gpu": pct(autocast_us, gpu_us),
+    })
+    for fact in sorted(set(_FACT_OF_CLASS.values())):
+        out[fact] = round(by_fact.get(fact, 0.0) / 1000.0 / n, 3)
+    out.update(timing)
+    return out
+
+
+def _ANY(kind: int, c: kn.KernelClass) -> bool:
+    return True
+
+
+def _compiled(kind: int, c: kn.KernelClass) -> bool:
+    return kind == K_KERNEL and c.compiled and not c.communication
+
+
+def _cast(kind: int, c: kn.KernelClass) -> bool:
+    return c.fusion == kn.FUSE_CAST
+
+
+def _per_event(t: EventTable, ctx: Context) -> tuple[float, int, int, dict[str, FactValue]]:
+    """Of the steps' non-communication device events: the autocast casts (µs, kernels, of them
+    gradient casts) among the fusible casts, and the launch-gap and kernel-sequence facts."""
+    n = ctx.n_steps
+    in_optimizer = optimizer_launch_test(t, ctx)
     cast_parent = _CastParents(t, ctx)
     classes = ctx.kernel_classes(t)
     launches = ctx.device_launches(t)
     ts, dur, kind, name, end = t.ts, t.dur, t.kind, t.name, end_times(t)
-    gpu_us = triton_us = fusible_us = cast_us = autocast_us = 0.0
-    fusible_kernels = autocast_kernels = grad_cast_kernels = 0
-    by_fact: Counter[str] = Counter()
+    autocast_us = 0.0
+    autocast_kernels = grad_cast_kernels = 0
     sequences: list[list[tuple[float, int]]] = [[] for _ in range(n)]
     timeline: list[tuple[float, float, float, int]] = []  # (start, end, launch call end, step)
     for i, step in ctx.device_steps(t).items():  # the device events launched inside a step, in event order
@@ -75,65 +117,23 @@ def fusion_metrics(t: EventTable, ctx: Context) -> dict[str, FactValue]:
         if info.communication:
             continue
         launch = launches[i]
-        d = dur[i]
-        gpu_us += d
         timeline.append((ts[i], end[i], end[launch], step))
         if kind[i] != K_KERNEL:
             continue
         sequences[step].append((ts[launch], nid))
-        if info.compiled:
-            triton_us += d
-        cls = info.fusion
-        if cls is None:
-            continue
-        k = bisect_right(optimizer_starts, ts[launch]) - 1
-        if k >= 0 and optimizer_ends[k] >= ts[launch] and in_optimizer(launch):
-            continue
-        fusible_us += d
-        fusible_kernels += 1
-        by_fact[_FACT_OF_CLASS[cls]] += d
-        if cls == kn.FUSE_CAST:
-            cast_us += d
+        if info.fusion == kn.FUSE_CAST and not in_optimizer(launch):
             where = cast_parent.autocast_kind(launch)
             if where is not None:
-                autocast_us += d
+                autocast_us += dur[i]
                 autocast_kernels += 1
                 grad_cast_kernels += where == "backward"
-    if gpu_us <= 0:
-        return out
-    out.update(_kernel_time_facts(n, gpu_us, fusible_us, fusible_kernels, triton_us, cast_us, autocast_us, autocast_kernels,
-                                  grad_cast_kernels))
-    for fact in sorted(set(_FACT_OF_CLASS.values())):
-        out[fact] = round(by_fact[fact] / 1000.0 / n, 3)
-    out.update(_launch_gaps(timeline, n))
-    out.update(_sequence_facts(sequences))
-    return out
+    return autocast_us, autocast_kernels, grad_cast_kernels, {**_launch_gaps(timeline, n),
+                                                              **_sequence_facts(sequences)}
 
 
-def _kernel_time_facts(n: int, gpu_us: float, fusible_us: float, fusible_kernels: int, triton_us: float,
-                       cast_us: float, autocast_us: float, autocast_kernels: int,
-                       grad_cast_kernels: int) -> dict[str, FactValue]:
-    """The per-step kernel-time facts from their sums (one place for both paths of :func:`fusion_metrics`)."""
-    return {
-        "gpu_kernel_ms_per_step": round(gpu_us / 1000.0 / n, 3),
-        "fusible_ms_per_step": round(fusible_us / 1000.0 / n, 3),
-        "fusible_pct_of_gpu": pct(fusible_us, gpu_us),
-        "fusible_kernels_per_step": round(fusible_kernels / n, 1),
-        "compiled_kernel_pct_of_gpu": pct(triton_us, gpu_us),
-        "compiled_kernel_ms_per_step": round(triton_us / 1000.0 / n, 3),
-        "cast_ms_per_step": round(cast_us / 1000.0 / n, 3),
-        "autocast_cast_ms_per_step": round(autocast_us / 1000.0 / n, 3),
-        "autocast_cast_kernels_per_step": round(autocast_kernels / n, 1),
-        "autocast_grad_cast_kernels_per_step": round(grad_cast_kernels / n, 1),
-        "autocast_cast_pct_of_gpu": pct(autocast_us, gpu_us),
-    }
-
-
-def _fusion_metrics_np(np: Any, t: EventTable, ctx: Context, out: dict[str, FactValue]) -> dict[str, FactValue]:
-    """The numpy path of :func:`fusion_metrics`: the same sums over arrays of the steps' device events.
-
-    Every sum adds in event order (:func:`.vectorized.ordered_sum`), as the pure loop does.
-    """
+def _per_event_np(np: Any, t: EventTable, ctx: Context) -> tuple[float, int, int, dict[str, FactValue]]:
+    """The numpy path of :func:`_per_event`. Every sum adds in event order
+    (:func:`.vectorized.ordered_sum`), as the pure loop does."""
     n = ctx.n_steps
     col = vectorized.column
     ts, dur, kind, name, end = col(t, "ts"), col(t, "dur"), col(t, "kind"), col(t, "name"), vectorized.ends(t)
@@ -142,67 +142,19 @@ def _fusion_metrics_np(np: Any, t: EventTable, ctx: Context, out: dict[str, Fact
     dev, launch, step = ctx.device_array(t)[inside], ctx.device_launch_array(t)[inside], step[inside]
     keep = ~ctx.class_array(t, "communication")[name[dev]]
     dev, launch, step = dev[keep], launch[keep], step[keep]
-    d = dur[dev]
-    gpu_us = vectorized.ordered_sum(d)
-    if gpu_us <= 0:
-        return out
     timeline = (ts[dev], end[dev], end[launch], step)
     kernel = kind[dev] == K_KERNEL
-    dev, launch, step, d = dev[kernel], launch[kernel], step[kernel], d[kernel]
+    dev, launch, step = dev[kernel], launch[kernel], step[kernel]
     nid = name[dev]
-    launched = ts[launch]
-    triton_us = vectorized.ordered_sum(d[ctx.class_array(t, "compiled")[nid]])
-    facts = sorted(set(_FACT_OF_CLASS.values()))
-    fact_of = np.full(len(t.names), -1, dtype=np.int64)  # per name id: its fusion class's fact, or -1
     casts = np.zeros(len(t.names), dtype=bool)
-    for i, info in ctx.kernel_classes(t).items():
-        if info.fusion is not None:
-            fact_of[i] = facts.index(_FACT_OF_CLASS[info.fusion])
-            casts[i] = info.fusion == kn.FUSE_CAST
-    fusible = np.flatnonzero(fact_of[nid] >= 0)
-    fusible = fusible[~_in_optimizer_np(np, t, ctx, launch[fusible])]
-    d_f, fact = d[fusible], fact_of[nid[fusible]]
-    fusible_us = vectorized.ordered_sum(d_f)
-    by_fact = {label: vectorized.ordered_sum(d_f[fact == k]) for k, label in enumerate(facts)}
-    cast = casts[nid[fusible]]
-    d_c = d_f[cast]
-    cast_us = vectorized.ordered_sum(d_c)
-    where = _autocast_kinds_np(np, t, ctx, launch[fusible[cast]])
+    casts[[i for i, info in ctx.kernel_classes(t).items() if info.fusion == kn.FUSE_CAST]] = True
+    cast = np.flatnonzero(casts[nid])
+    cast = cast[~in_optimizer_np(np, t, ctx, launch[cast])]
+    where = _autocast_kinds_np(np, t, ctx, launch[cast])
     autocast = where > 0
-    autocast_us = vectorized.ordered_sum(d_c[autocast])
-    autocast_kernels = int(autocast.sum())
-    grad_cast_kernels = int((where == 2).sum())
-    out.update(_kernel_time_facts(n, gpu_us, fusible_us, len(fusible), triton_us, cast_us, autocast_us, autocast_kernels,
-                                  grad_cast_kernels))
-    for fact, value in by_fact.items():
-        out[fact] = round(value / 1000.0 / n, 3)
-    out.update(_launch_gaps_np(np, *timeline, n))
-    out.update(_sequence_facts_np(np, step, launched, nid, n))
-    return out
-
-
-def _in_optimizer_np(np: Any, t: EventTable, ctx: Context, launch: Ints) -> Any:
-    """numpy path of :func:`_optimizer_spans`' test, for many launches at once (bool per launch)."""
-    col = vectorized.column
-    spans = sorted((t.ts[i], t.ts[i] + t.dur[i], t.thread[i])
-                   for i in ctx.host_ops(t, lambda name: name.startswith("Optimizer.step#")))
-    found = np.zeros(len(launch), dtype=bool)
-    if not spans or not len(launch):
-        return found
-    starts, ends, threads = (np.array(v) for v in zip(*spans))
-    when, thread = col(t, "ts")[launch], col(t, "thread")[launch]
-    k = np.searchsorted(starts, when, side="right") - 1
-    left = np.flatnonzero(k >= 0)
-    while len(left):  # nested spans: look back while they cover it (rarely more than one round)
-        at = k[left]
-        covering = ends[at] >= when[left]
-        left, at = left[covering], at[covering]
-        same = threads[at] == thread[left]
-        found[left[same]] = True
-        left = left[~same]
-        k[left] -= 1
-        left = left[k[left] >= 0]
-    return found
+    autocast_us = vectorized.ordered_sum(dur[dev[cast]][autocast])
+    return (autocast_us, int(autocast.sum()), int((where == 2).sum()),
+            {**_launch_gaps_np(np, *timeline, n), **_sequence_facts_np(np, step, ts[launch], nid, n)})
 
 
 def _autocast_kinds_np(np: Any, t: EventTable, ctx: Context, launch: Ints) -> Any:
@@ -240,25 +192,6 @@ def _autocast_kinds_np(np: Any, t: EventTable, ctx: Context, launch: Ints) -> An
             held[held] = ends[k[held]] >= when[here][held]
             out[here[held]] = 2
     return out
-
-
-def _optimizer_spans(t: EventTable, ctx: Context) -> tuple[Callable[[int], bool], list[float], list[float]]:
-    """A predicate: was this runtime launch made inside ``Optimizer.step#…`` on the same thread? With
-    the spans' starts and ends (sorted by start): a launch after the end of the last span that starts
-    before it is in none (the caller tests that first, without a call)."""
-    spans = sorted((t.ts[i], t.ts[i] + t.dur[i], t.thread[i])
-                   for i in ctx.host_ops(t, lambda name: name.startswith("Optimizer.step#")))
-    starts = [a for a, _, _ in spans]
-
-    def inside(launch: int) -> bool:
-        k = bisect.bisect_right(starts, t.ts[launch]) - 1
-        while k >= 0 and spans[k][1] >= t.ts[launch]:  # nested spans: look back while they cover it
-            if spans[k][2] == t.thread[launch]:
-                return True
-            k -= 1
-        return False
-
-    return inside, starts, [b for _, b, _ in spans]
 
 
 class _CastParents:
