@@ -9,19 +9,20 @@ from gpudoctor.catalog.engine import evaluate
 from gpudoctor.catalog.throughput import ratios_for
 from gpudoctor.model import FactSet, Location, Source
 from gpudoctor.trace import kernels as kn
-from gpudoctor.trace.bottleneck import _add_gemm, _gemm_kind
+from gpudoctor.trace.bottleneck import _add_gemm
 
 FMHA_F32 = "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)"
 FLASH_BF16 = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t>>"
 
 
 def test_fp32_fused_attention_is_fp32_matmul_and_attention() -> None:
-    assert _gemm_kind(FMHA_F32)[:3] == (kn.FP32_SIMT, False, True)
-    assert _gemm_kind(FLASH_BF16)[2] is False
+    fmha = kn.classify(FMHA_F32)
+    assert (fmha.precision, fmha.convolution, fmha.fp32_attention) == (kn.FP32_SIMT, False, True)
+    assert kn.classify(FLASH_BF16).fp32_attention is False
     acc = dict.fromkeys(("gemm", "gemm_fp32_simt", "gemm_tf32", "gemm_lowp", "matmul_fp32_simt", "conv_fp32_simt",
                          "attention_fp32_simt", "gemm_unknown_matmul", "gemm_unknown_conv", "gemm_lowp_unaligned"), 0.0)
-    _add_gemm(acc, _gemm_kind(FMHA_F32), 100.0)
-    _add_gemm(acc, _gemm_kind("ampere_sgemm_128x64_tn"), 50.0)
+    _add_gemm(acc, kn.classify(FMHA_F32), 100.0)
+    _add_gemm(acc, kn.classify("ampere_sgemm_128x64_tn"), 50.0)
     assert acc["matmul_fp32_simt"] == 150.0 and acc["attention_fp32_simt"] == 100.0
 
 

@@ -34,6 +34,7 @@ from gpudoctor.catalog.throughput import ratios_for
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace.context import Context
 from gpudoctor.trace.events import K_ANNOTATION, K_CPU_OP, K_MEMCPY, K_MEMSET, K_OTHER, K_RUNTIME, EventTable
+from gpudoctor.trace.gputime import WINDOW, WINDOW_LAUNCHED, gpu_time
 from gpudoctor.trace.timeline import (
     Interval,
     end_times,
@@ -249,7 +250,6 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     if np is not None:
         return _partition_np(np, t, ctx)
     parts = dict.fromkeys(PARTS, 0.0)
-    gemm_us = dict.fromkeys(_GEMM_KEYS, 0.0)
     lo, hi = ctx.steps[0][1], ctx.steps[-1][2]
     ts, end = t.ts, end_times(t)
     # The device events with a positive length that overlap the steps, selected by C-level passes.
@@ -265,25 +265,10 @@ def _partition(t: EventTable, ctx: Context) -> tuple[dict[str, float], float, fl
     order = _CLASS_ORDER
     class_of = {key: order.index(_gpu_class(key[0], kernel_classes[key[1]])) for key in dict.fromkeys(keys)}
     by_class: list[list[Interval]] = [[] for _ in order]  # each class's spans, in event order: one pass
-    gemm_events: list[int] = []
-    for key, i, span in zip(keys, sel, spans):
-        k = class_of[key]
-        by_class[k].append(span)
-        if k == 1:  # gpu:gemm/conv
-            gemm_events.append(i)
+    for key, span in zip(keys, spans):
+        by_class[class_of[key]].append(span)
     merged = {cls: merge(spans) for cls, spans in zip(order, by_class)}
-    launched_in_step = ctx.device_steps(t)
-    gemm_kind: dict[int, tuple[str | None, bool, bool, bool]] = {}
-    names, name, dur = t.names, t.name, t.dur
-    in_window = dict.fromkeys(_GEMM_KEYS, 0.0)
-    for i in gemm_events:
-        nid = name[i]
-        if nid not in gemm_kind:
-            gemm_kind[nid] = _gemm_kind(names[nid])
-        _add_gemm(in_window, gemm_kind[nid], dur[i])
-        if i in launched_in_step:
-            _add_gemm(gemm_us, gemm_kind[nid], dur[i])
-    gemm_us = _launched_or_window(gemm_us, in_window)
+    gemm_us = _gemm_us(t, ctx)
     busy, covered = _first_class_wins([merged[cls] for cls in order])
     busy_by_class = dict(zip(order, busy))
     covered_starts = [a for a, _ in covered]
@@ -321,10 +306,10 @@ def _partition_np(np: Any, t: EventTable, ctx: Context) -> tuple[dict[str, float
     step_hi = np.array([b for _, _, b in steps], dtype=np.float64)
     ts, end, kind, name = column(t, "ts"), end_column(t), column(t, "kind"), column(t, "name")
     # The device events with a positive length that overlap the steps.
-    dev, launched = ctx.device_array(t), ctx.device_step_array(t) >= 0  # launched inside a step
+    dev = ctx.device_array(t)
     starts, stops = ts[dev], end[dev]
     keep = (stops > starts) & (stops > lo) & (starts < hi)
-    sel, starts, stops, launched = dev[keep], starts[keep], stops[keep], launched[keep]
+    sel, starts, stops = dev[keep], starts[keep], stops[keep]
     # One class per (kind, name id): a look-up table with a row per device kind present.
     kernel_classes = ctx.kernel_classes(t)
     sel_kind = kind[sel]
@@ -336,8 +321,7 @@ def _partition_np(np: Any, t: EventTable, ctx: Context) -> tuple[dict[str, float
     row_of = np.zeros(256, dtype=np.intp)
     row_of[kinds] = np.arange(len(kinds))
     cls = table[row_of[sel_kind], name[sel]]
-    is_gemm = cls == _CLASS_ORDER.index("gpu:gemm/conv")
-    gemm_us = _launched_or_window(_gemm_us_np(np, t, sel[is_gemm & launched]), _gemm_us_np(np, t, sel[is_gemm]))
+    gemm_us = _gemm_us(t, ctx)
     own, (covered_lo, covered_hi) = _first_class_wins_np(np, starts, stops, cls, len(_CLASS_ORDER))
     loader = ctx.input_waits(t)
     waits = ctx.sync_waits(t)
@@ -382,28 +366,19 @@ def _launched_or_window(launched: dict[str, float], in_window: dict[str, float])
     return launched if launched["gemm"] >= 0.5 * in_window["gemm"] else in_window
 
 
-def _gemm_us_np(np: Any, t: EventTable, gemm: Ints) -> dict[str, float]:
-    """The numpy path of :func:`_partition`'s GEMM µs by class, over the GEMM/conv events launched
-    inside the steps (``gemm``, ascending).
-
-    Each class is the events' durations added in event order, as the pure loop of :func:`_add_gemm`
-    adds them; which classes a name adds to is asked of :func:`_add_gemm` itself, once per name.
-    """
-    out = dict.fromkeys(_GEMM_KEYS, 0.0)
-    if not len(gemm):
-        return out
-    nids, durations = column(t, "name")[gemm], column(t, "dur")[gemm]
-    member = {key: np.zeros(len(t.names), dtype=bool) for key in _GEMM_KEYS}
-    for nid in np.flatnonzero(np.bincount(nids, minlength=len(t.names))).tolist():
-        probe = dict.fromkeys(_GEMM_KEYS, 0.0)
-        _add_gemm(probe, _gemm_kind(t.names[nid]), 1.0)
-        for key, hit in probe.items():
-            if hit:
-                member[key][nid] = True
-    for key, names in member.items():
-        if names.any():
-            out[key] = ordered_sum(durations[names[nids]])
-    return out
+def _gemm_us(t: EventTable, ctx: Context) -> dict[str, float]:
+    """GEMM/conv µs by class (:func:`_add_gemm`) from the GPU-time table: of the kernels in the steps'
+    window launched inside the steps, or of all in the window (:func:`_launched_or_window`)."""
+    table = gpu_time(t, ctx)
+    sums = []
+    for scope in (WINDOW_LAUNCHED, WINDOW):
+        acc = dict.fromkeys(_GEMM_KEYS, 0.0)
+        for (kind, nid), us in table.rows(scope).items():
+            info = table.classes[nid]
+            if _gpu_class(kind, info) == "gpu:gemm/conv":
+                _add_gemm(acc, info, us)
+        sums.append(acc)
+    return _launched_or_window(*sums)
 
 
 def _bounds(np: Any, intervals: Sequence[Interval]) -> tuple[Floats, Floats]:
@@ -715,16 +690,9 @@ def _union_of_runs(starts: Iterable[float], ends: Iterable[float], lo: float, hi
     return merged
 
 
-def _gemm_kind(name: str) -> tuple[str | None, bool, bool, bool]:
-    """A GEMM/conv kernel's precision class, whether it is a convolution, whether fp32 fused attention,
-    whether a 16-bit GEMM on unaligned operands."""
-    low = name.lower()
-    is_conv = any(h in low for h in ("conv", "winograd", "fft", "dgrad", "wgrad", "fprop", "implicit"))
-    return kn.gemm_precision(name), is_conv, kn.is_fp32_attention(name), kn.is_unaligned_lowp_gemm(name)
-
-
-def _add_gemm(acc: dict[str, float], kind: tuple[str | None, bool, bool, bool], dur: float) -> None:
-    precision, is_conv, is_attention, unaligned = kind
+def _add_gemm(acc: dict[str, float], info: kn.KernelClass, dur: float) -> None:
+    """``dur`` µs of a GEMM/conv kernel of class ``info`` added to each of its classes' sums."""
+    precision, is_conv, is_attention, unaligned = info.precision, info.convolution, info.fp32_attention, info.unaligned_lowp
     acc["gemm"] += dur
     if precision == kn.FP32_SIMT:
         acc["gemm_fp32_simt"] += dur

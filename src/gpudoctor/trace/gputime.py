@@ -94,14 +94,16 @@ class GpuTime:
 
 
 def gpu_time(t: EventTable, ctx: Context) -> GpuTime:
-    """The table of ``t`` for ``ctx``'s steps (made once per table and step list)."""
-    cached = t.cache.get("gputime")
-    if cached is not None and cached[0] is ctx.steps:
-        table: GpuTime = cached[1]
-        return table
+    """The table of ``t`` for ``ctx``'s steps (made once per table and step list: the profiled steps,
+    and the steps as the GPU ran them where the step picture uses those)."""
+    cached: list[tuple[list[tuple[int, float, float]], GpuTime]] = t.cache.setdefault("gputime", [])
+    for steps, table in cached:
+        if steps is ctx.steps:
+            return table
     np = ctx.np
     table = _build_np(np, t, ctx) if np is not None else _build(t, ctx)
-    t.cache["gputime"] = (ctx.steps, table)
+    cached.append((ctx.steps, table))
+    del cached[:-2]
     return table
 
 

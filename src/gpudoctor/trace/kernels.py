@@ -38,6 +38,7 @@ _LOWP_HINTS = ("bf16", "fp16", "f16f16", "bfloat16", "half", "s16816", "h1688", 
 _TF32_HINTS = ("tf32", "tfloat32", "tensorop_s1688", "s1688gemm", "s1688fprop", "s1688dgrad",
                "s1688wgrad", "xf32")
 _FP32_HINTS = ("ffma", "simt", "sgemm", "winograd", "fft2d", "fft_", "<float", "f32f32", "float,")
+_CONV_HINTS = ("conv", "winograd", "fft", "dgrad", "wgrad", "fprop", "implicit")
 _LAYOUT_HINTS = ("nchwtonhwc", "nhwctonchw", "nchw2nhwc", "nhwc2nchw")
 _MULTI_TENSOR_HINTS = ("multi_tensor_apply", "fused_adam", "fused_sgd", "_fused_", "fusedadam")
 
@@ -109,6 +110,14 @@ def is_fp32_attention(name: str) -> bool:
     low = name.lower()
     return (any(h in low for h in _ATTENTION_HINTS) and ("f32" in low or "float" in low)
             and not any(h in low for h in _HALF_DTYPE_HINTS))
+
+
+@lru_cache(maxsize=65536)
+def is_convolution(name: str) -> bool:
+    """A convolution kernel (of the GEMM/conv kernels: cuDNN's implicit GEMMs, Winograd, FFT, dgrad/wgrad),
+    as opposed to a matmul: ``cudnn.allow_tf32`` reaches these, ``matmul.allow_tf32`` the others."""
+    low = name.lower()
+    return any(h in low for h in _CONV_HINTS)
 
 
 @lru_cache(maxsize=65536)
@@ -187,9 +196,14 @@ class KernelClass(NamedTuple):
     compiled: bool            # :func:`is_compiled_kernel`
     layout_transform: bool    # :func:`is_layout_transform`
     multi_tensor: bool        # :func:`is_multi_tensor`
+    # the GEMM kind, read where ``precision`` is not None:
+    convolution: bool         # :func:`is_convolution`
+    fp32_attention: bool      # :func:`is_fp32_attention`
+    unaligned_lowp: bool      # :func:`is_unaligned_lowp_gemm`
 
 
 def classify(name: str) -> KernelClass:
     """The :class:`KernelClass` of one kernel (or memcpy/memset) name."""
     return KernelClass(is_communication(name), gemm_precision(name), fusion_class(name), is_compiled_kernel(name),
-                       is_layout_transform(name), is_multi_tensor(name))
+                       is_layout_transform(name), is_multi_tensor(name), is_convolution(name), is_fp32_attention(name),
+                       is_unaligned_lowp_gemm(name))
