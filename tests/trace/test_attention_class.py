@@ -9,7 +9,7 @@ from gpudoctor.catalog.engine import evaluate
 from gpudoctor.catalog.throughput import ratios_for
 from gpudoctor.model import FactSet, Location, Source
 from gpudoctor.trace import kernels as kn
-from gpudoctor.trace.bottleneck import _add_gemm
+from gpudoctor.trace.partition import _add_gemm
 
 FMHA_F32 = "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)"
 FLASH_BF16 = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t>>"

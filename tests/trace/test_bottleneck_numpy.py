@@ -2,8 +2,8 @@
 
 tests/trace/test_vectorized_metrics.py compares the rounded facts of the shared traces; here the
 interval primitives are compared with the pure functions they reproduce (random intervals with ties
-on a half-µs grid), and ``_partition`` — every part, the blocked and allocator µs, the GEMM classes,
-the host's active time — on made-up tables that reach what the shared traces rarely do: DataLoader
+on a half-µs grid), and ``partition`` and ``host_time`` — every part, the GEMM classes, the blocked and allocator
+µs, the host's active time — on made-up tables that reach what the shared traces rarely do: DataLoader
 waits inside GPU idle, syncs issued by ``aten::item``, launches on a full queue, allocator calls,
 a correlation id launched twice, steps that overlap, GPU work outside the steps.
 """
@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from gpudoctor.trace import bottleneck as bn
-from gpudoctor.trace import vectorized
+from gpudoctor.trace import hostfloor, vectorized
+from gpudoctor.trace import partition as pt
 from gpudoctor.trace.context import Context
 from gpudoctor.trace.events import (
     K_ANNOTATION,
@@ -63,8 +64,8 @@ def test_first_class_wins_np_is_the_sweep(seed: int) -> None:
     starts = np.array([a for spans in raw for a, _ in spans], dtype=float)
     ends = np.array([b for spans in raw for _, b in spans], dtype=float)
     cls = np.array([k for k, spans in enumerate(raw) for _ in spans], dtype=np.int64)
-    own, covered = bn._first_class_wins([merge(spans) for spans in raw])
-    own_np, covered_np = bn._first_class_wins_np(np, starts, ends, cls, 5)
+    own, covered = pt._first_class_wins([merge(spans) for spans in raw])
+    own_np, covered_np = pt._first_class_wins_np(np, starts, ends, cls, 5)
     assert [_pairs(*pair) for pair in own_np] == own
     assert _pairs(*covered_np) == covered
 
@@ -75,23 +76,23 @@ def test_clip_gaps_and_overlaps_np_are_the_pure_loops(seed: int) -> None:
     union = merge(_spans(rng, rng.choice([0, 1, 3, 20, 80])))
     other = merge(_spans(rng, rng.choice([0, 1, 3, 20])))
     lo, hi = _windows(rng, rng.choice([1, 2, 7, 30]))
-    pieces_lo, pieces_hi, counts = bn._clip_np(np, *_arrays(union), lo, hi)
-    gaps_lo, gaps_hi, gap_counts = bn._gaps_np(np, pieces_lo, pieces_hi, counts, lo, hi)
-    overlaps = bn._overlap_np(np, gaps_lo, gaps_hi, gap_counts, *_arrays(other))
-    sums = bn._window_sums(np, pieces_hi - pieces_lo, counts)
+    pieces_lo, pieces_hi, counts = pt.clip_np(np, *_arrays(union), lo, hi)
+    gaps_lo, gaps_hi, gap_counts = pt.gaps_np(np, pieces_lo, pieces_hi, counts, lo, hi)
+    overlaps = pt.overlap_np(np, gaps_lo, gaps_hi, gap_counts, *_arrays(other))
+    sums = pt.window_sums(np, pieces_hi - pieces_lo, counts)
     # each gap less the other list's pieces (windows that are disjoint pieces themselves): timeline.subtract
-    rest_lo, rest_hi, per_gap = bn._gaps_np(np, *bn._clip_np(np, *_arrays(other), gaps_lo, gaps_hi), gaps_lo, gaps_hi)
-    rest_counts = bn._regroup(np, per_gap, gap_counts)
+    rest_lo, rest_hi, per_gap = pt.gaps_np(np, *pt.clip_np(np, *_arrays(other), gaps_lo, gaps_hi), gaps_lo, gaps_hi)
+    rest_counts = pt._regroup(np, per_gap, gap_counts)
     at = gap_at = rest_at = 0
     for j, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
-        clipped = bn._clip(union, a, b)
+        clipped = pt.clip(union, a, b)
         assert _pairs(pieces_lo[at:at + counts[j]], pieces_hi[at:at + counts[j]]) == clipped
         at += counts[j]
-        idle = bn._span_minus(a, b, clipped)
+        idle = pt.span_minus(a, b, clipped)
         assert _pairs(gaps_lo[gap_at:gap_at + gap_counts[j]], gaps_hi[gap_at:gap_at + gap_counts[j]]) == idle
         gap_at += gap_counts[j]
         assert sums[j] == total(clipped)
-        step_other = bn._clip(other, a, b)
+        step_other = pt.clip(other, a, b)
         assert overlaps[j] == intersection_length(idle, step_other)
         rest = _pairs(rest_lo[rest_at:rest_at + rest_counts[j]], rest_hi[rest_at:rest_at + rest_counts[j]])
         assert rest == (subtract(idle, step_other) if step_other else idle)
@@ -105,7 +106,7 @@ def test_window_sums_add_left_to_right(seed: int) -> None:
     if seed % 4 == 0:
         counts[0] = 300_000  # one window far longer than the others: one sum per window
     values = [rng.uniform(0, 1e3) for _ in range(sum(counts))]
-    got = bn._window_sums(np, np.array(values), np.array(counts))
+    got = pt.window_sums(np, np.array(values), np.array(counts))
     at = 0
     for j, c in enumerate(counts):
         assert got[j] == sum(values[at:at + c])
@@ -196,11 +197,11 @@ def test_partition_np_is_the_pure_partition(seed: int, monkeypatch: pytest.Monke
         ctx = Context(t, step_spans(t))
         if not ctx.steps or not ctx.device:
             pytest.skip("no steps or no GPU work")
-        got[mode] = (bn._partition(t, ctx), bn.bottleneck_metrics(t, ctx))
-    (pure, pure_facts), (fast, fast_facts) = got["never"], got["always"]
-    parts, blocked, alloc, gemm_us, active = fast
+        got[mode] = (pt.partition(t, ctx), hostfloor.host_time(t, ctx), bn.bottleneck_metrics(t, ctx))
+    (pure, pure_host, pure_facts), (fast, fast_host, fast_facts) = got["never"], got["always"]
+    (parts, gemm_us), (blocked, alloc, active) = fast, fast_host
     assert parts == pure[0] and list(parts) == list(pure[0])
-    assert gemm_us == pure[3] and list(gemm_us) == list(pure[3])
-    assert (blocked, alloc, active) == pure[1:3] + (pure[4],)
+    assert gemm_us == pure[1] and list(gemm_us) == list(pure[1])
+    assert (blocked, alloc, active) == pure_host
     assert all(type(v) is float for v in (*parts.values(), *gemm_us.values(), alloc, *active))
     assert repr(fast_facts) == repr(pure_facts)

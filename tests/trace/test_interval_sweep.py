@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from gpudoctor.trace.bottleneck import _clip, _first_class_wins, _span_minus
+from gpudoctor.trace.partition import _first_class_wins
+from gpudoctor.trace.partition import clip as _clip
+from gpudoctor.trace.partition import span_minus as _span_minus
 from gpudoctor.trace.timeline import merge
 from gpudoctor.trace.timeline import subtract as _subtract
 
@@ -57,7 +59,7 @@ def test_clip_equals_clipping_every_piece() -> None:
 
 
 def test_union_of_runs_equals_merging_the_intervals_in_the_window() -> None:
-    from gpudoctor.trace.bottleneck import _union_of_runs
+    from gpudoctor.trace.hostfloor import _union_of_runs
 
     rng = random.Random(23)
     for _ in range(3000):

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gpudoctor.trace.bottleneck import HOST_PROFILER_INFLATION
+from gpudoctor.trace.hostfloor import HOST_PROFILER_INFLATION
 from gpudoctor.trace.metrics import compute_rank_metrics
 from gpudoctor.trace.reader import load_trace
 
