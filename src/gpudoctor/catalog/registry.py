@@ -69,7 +69,7 @@ comm_pct                                 trace:rank                             
 comm_ms_per_step                         trace:rank                                    ms      trace.metrics    communication kernel time per step
 overlap_pct                              trace:rank                                    %       trace.metrics    share of communication time overlapped by compute (HTA)
 last_step_dropped                        trace:rank                                    bool    trace.metrics    GPU work of the last ProfilerStep left out, as HTA does
-compute_kernel_ms                        trace:rank                                    ms      trace.metrics    total computation-kernel time in the profiled steps
+compute_kernel_ms                        trace:rank                                    ms      trace.metrics    total computation-kernel time in the trace: a duration sum over every non-communication kernel, inside the steps or not
 kernel_count                             trace:rank                                    count   trace.metrics    GPU kernels in the trace
 kernels_per_step                         trace:rank                                    number  trace.metrics    kernels launched per step
 cuda_graph_launches_per_step             trace:rank                                    number  trace.metrics    CUDA-graph replays (cudaGraphLaunch) per step: torch.compile reduce-overhead / torch.cuda.graphs in use
@@ -83,7 +83,7 @@ gemm_fp32_simt_pct                       trace:rank                             
 gemm_tf32_pct                            trace:rank                                    %       trace.metrics    share of GEMM/conv time in TF32 on tensor cores
 gemm_lowp_pct                            trace:rank                                    %       trace.metrics    share of GEMM/conv time in bf16/fp16 on tensor cores
 gemm_unknown_pct                         trace:rank                                    %       trace.metrics    share of GEMM/conv time whose precision the name does not tell
-gemm_ms_per_step                         trace:rank                                    ms      trace.bottleneck GEMM/conv kernel time per step
+gemm_ms_per_step                         trace:rank                                    ms      trace.bottleneck GEMM/conv kernel time per step: the span union inside the steps (part_gpu_gemm_conv_ms); the gemm_*/matmul_*/conv_*/attention_* ms facts are duration sums scaled to it
 gemm_fp32_simt_ms_per_step               trace:rank                                    ms      trace.bottleneck fp32 CUDA-core GEMM/conv kernel time per step
 gemm_tf32_ms_per_step                    trace:rank                                    ms      trace.bottleneck TF32 GEMM/conv kernel time per step
 matmul_fp32_simt_ms_per_step             trace:rank                                    ms      trace.bottleneck fp32 CUDA-core matmul (not conv) kernel time per step: what allow_tf32 changes
@@ -98,7 +98,7 @@ allocator_ms_per_step                    trace:rank                             
 bound_share_pct                          trace:rank                                    %       trace.bottleneck the share of the step the bound takes
 part_gpu_busy_ms                         trace:rank                                    ms      trace.bottleneck step part: GPU busy in kernels of no known class (0 in traces, whose kernels all have a class; live/bottleneck.py fills it from NVML)
 part_gpu_gemm_conv_ms                    trace:rank                                    ms      trace.bottleneck step part: GPU busy in GEMM/convolution kernels (per step)
-part_gpu_fusible_ms                      trace:rank                                    ms      trace.bottleneck step part: GPU busy in fusible memory-bound kernels
+part_gpu_fusible_ms                      trace:rank                                    ms      trace.bottleneck step part: GPU busy in fusible memory-bound kernels: a span union inside the steps' wall time, where no communication or GEMM/conv kernel ran, Optimizer.step's kernels included (fusible_ms_per_step is the duration sum)
 part_gpu_other_ms                        trace:rank                                    ms      trace.bottleneck step part: GPU busy in other kernels
 part_gpu_communication_ms                trace:rank                                    ms      trace.bottleneck step part: GPU busy in communication kernels
 part_gpu_memcpy_ms                       trace:rank                                    ms      trace.bottleneck step part: GPU busy in memcpy/memset
@@ -166,8 +166,8 @@ graph_break_gpu_idle_pct                 trace:rank                             
 graph_break_eager_kernels_per_step       trace:rank                                    number  trace.graphbreaks kernels per step launched eagerly in those windows (work the broken graph could not fuse)
 graph_break_eager_kernel_ms_per_step     trace:rank                                    ms      trace.graphbreaks GPU time per step of those eager kernels
 compiled_region_present                  trace:rank                                    bool    trace.fusion     anything in the trace ran compiled code (Torch-Compiled Region, CompiledFxGraph, triton_ kernels)
-gpu_kernel_ms_per_step                   trace:rank                                    ms      trace.fusion     summed GPU kernel/memcpy/memset time per step, communication kernels left out
-fusible_ms_per_step                      trace:rank                                    ms      trace.fusion     eager memory-bound kernels torch.compile could fuse (elementwise, norm, reduction, softmax, copy/cast), outside Optimizer.step, per step
+gpu_kernel_ms_per_step                   trace:rank                                    ms      trace.fusion     GPU kernel/memcpy/memset time per step launched inside the steps, communication kernels left out: a duration sum (gpu_busy_ms_per_step is the span union)
+fusible_ms_per_step                      trace:rank                                    ms      trace.fusion     eager memory-bound kernels torch.compile could fuse (elementwise, norm, reduction, softmax, copy/cast), outside Optimizer.step, per step: a duration sum of the kernels launched in the steps (two overlapping kernels count twice; part_gpu_fusible_ms is the span union)
 fusible_pct_of_gpu                       trace:rank                                    %       trace.fusion     fusible_ms_per_step as a share of gpu_kernel_ms_per_step
 fusible_kernels_per_step                 trace:rank                                    number  trace.fusion     fusible kernels per step
 fusible_norm_ms_per_step                 trace:rank                                    ms      trace.fusion     batch/layer/group/RMS-norm kernels per step (ATen and cuDNN)
@@ -195,7 +195,7 @@ mem_peak_used_mib                        trace:rank                             
 mem_reserved_peak_mib                    trace:rank                                    MiB     trace.metrics    peak reserved (cached) memory
 mem_total_mib                            trace:rank                                    MiB     trace.metrics    the GPU's memory from deviceProperties
 mem_peak_pct                             trace:rank                                    %       trace.metrics    peak reserved memory as a share of the GPU's memory
-gpu_busy_ms_per_step                     trace:rank                                    ms      trace.bottleneck union of GPU kernel/memcpy/memset time per step
+gpu_busy_ms_per_step                     trace:rank                                    ms      trace.bottleneck union of GPU kernel/memcpy/memset spans per step, inside the steps' wall time (gpu_kernel_ms_per_step is the duration sum)
 host_floor_ms                            trace:rank                                    ms      trace.bottleneck the step if the GPU were infinitely fast: step − time the host waits for the GPU
 sync_gpu_idle_ms_per_step                trace:rank                                    ms      trace.bottleneck GPU idle per step after host syncs until the next kernel starts (at most 1 ms each, or the sync's wait)
 input_gpu_idle_ms_per_step               trace:rank                                    ms      trace.bottleneck GPU idle per step while the host loads the next batch

@@ -41,6 +41,18 @@ condition may read its rule's options and the location fields
 
 The producer is the module under `gpudoctor` that writes the fact (`agent` means the in-process
 agent's stats reply); `tests/core/test_registry.py` checks that it does.
+
+GPU time from a trace comes two ways, and each fact's line says which. A *duration sum* adds the
+durations of the kernels *launched* inside the steps (src/gpudoctor/trace/gputime.py: one table per
+trace, by kernel class), so two kernels overlapping on two streams count twice and a kernel that
+runs after its step ends still counts: `fusible_ms_per_step`, `gpu_kernel_ms_per_step`, the
+`gemm_*_pct` shares, `compute_kernel_ms` (every kernel of the trace). A *span union* counts each µs
+of the steps' *wall time* once (src/gpudoctor/trace/partition.py), the first kernel class winning
+where streams overlap: the `part_*_ms` step parts, `gpu_busy_ms_per_step`. So
+`part_gpu_fusible_ms` and `fusible_ms_per_step` differ where streams overlap, where the GPU runs
+behind the host (H200 ResNet-18 bf16: 11.6 vs 13.6 ms) and by Optimizer.step's fusible kernels,
+which the union holds and the sum leaves out (`torch.compile(model)` does not compile the
+optimizer).
 """
 
 
