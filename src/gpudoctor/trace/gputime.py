@@ -33,13 +33,14 @@ What it must not do: read files, know rule thresholds, or name a fact.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from gpudoctor.trace import kernels as kn
 from gpudoctor.trace import vectorized
 from gpudoctor.trace.context import Context
-from gpudoctor.trace.events import K_KERNEL, K_MEMSET, EventTable
+from gpudoctor.trace.events import K_KERNEL, EventTable
 from gpudoctor.trace.timeline import end_times
 from gpudoctor.trace.vectorized import Ints
 
@@ -113,81 +114,79 @@ def _window(ctx: Context) -> tuple[float, float]:
     return ctx.steps[0][1], ctx.steps[-1][2]
 
 
+#: An event's scope bits: in the window, launched in a step, fusible (:data:`SCOPES` by these bits).
+_IN_WINDOW, _IN_STEP, _IN_FUSIBLE = 1, 2, 4
+_SCOPE_TEST = {DEVICE: lambda mask: True, LAUNCHED: lambda mask: bool(mask & _IN_STEP),
+               FUSIBLE: lambda mask: bool(mask & _IN_FUSIBLE), WINDOW: lambda mask: bool(mask & _IN_WINDOW),
+               WINDOW_LAUNCHED: lambda mask: mask & (_IN_WINDOW | _IN_STEP) == _IN_WINDOW | _IN_STEP}
+
+
+def _table(classes: dict[int, kn.KernelClass], n_names: int, us: dict[int, float], counts: dict[int, int]) -> GpuTime:
+    """The table from µs and counts per key ``((kind - K_KERNEL) * n_names + name id) * 8 + scope bits``,
+    keys ascending: a row's scope adds the sums of its keys whose bits it takes, in key order (the
+    same floats from both paths, whose per-key sums both add in event order)."""
+    out_us: list[dict[Row, float]] = [{} for _ in SCOPES]
+    out_counts: list[dict[Row, int]] = [{} for _ in SCOPES]
+    for key, total in us.items():
+        code, mask = divmod(key, 8)
+        row = (K_KERNEL + code // n_names, code % n_names)
+        for scope in SCOPES:
+            if _SCOPE_TEST[scope](mask):
+                acc, n = out_us[scope], out_counts[scope]
+                acc[row] = acc.get(row, 0.0) + total
+                n[row] = n.get(row, 0) + counts[key]
+    return GpuTime(classes, out_us, out_counts)
+
+
 def _build(t: EventTable, ctx: Context) -> GpuTime:
-    """The pure-Python table: one pass over the device events."""
+    """The pure-Python table: one key per device event (row and scope bits), its duration added to the
+    key's sum (one dict step per event), the counts by :class:`~collections.Counter` (C-level)."""
     classes = ctx.kernel_classes(t)
-    us: list[dict[Row, float]] = [{} for _ in SCOPES]
-    counts: list[dict[Row, int]] = [{} for _ in SCOPES]
+    n_names = len(t.names)
+    dev = ctx.device
     launched = ctx.device_steps(t) if ctx.steps else {}
     fusible_names = {nid for nid, info in classes.items() if info.fusion is not None}
     in_optimizer = optimizer_launch_test(t, ctx) if launched and fusible_names else None
     launches = ctx.device_launches(t) if in_optimizer is not None else {}
     lo, hi = _window(ctx)
-    kind, name, dur, ts, end = t.kind, t.name, t.dur, t.ts, end_times(t)
-    u_dev, u_launched, u_fusible, u_win, u_win_launched = us  # in SCOPES order
-    n_dev, n_launched, n_fusible, n_win, n_win_launched = counts
-    for i in ctx.device:  # the adds written out: this loop is the table's whole cost
-        row = (kind[i], name[i])
-        d = dur[i]
-        u_dev[row] = u_dev.get(row, 0.0) + d
-        n_dev[row] = n_dev.get(row, 0) + 1
-        a, b = ts[i], end[i]
-        window = b > a and b > lo and a < hi
-        if window:
-            u_win[row] = u_win.get(row, 0.0) + d
-            n_win[row] = n_win.get(row, 0) + 1
-        if i in launched:
-            u_launched[row] = u_launched.get(row, 0.0) + d
-            n_launched[row] = n_launched.get(row, 0) + 1
-            if window:
-                u_win_launched[row] = u_win_launched.get(row, 0.0) + d
-                n_win_launched[row] = n_win_launched.get(row, 0) + 1
-            if (row[1] in fusible_names and row[0] == K_KERNEL and in_optimizer is not None
-                    and not in_optimizer(launches[i])):
-                u_fusible[row] = u_fusible.get(row, 0.0) + d
-                n_fusible[row] = n_fusible.get(row, 0) + 1
-    return GpuTime(classes, [dict(sorted(acc.items())) for acc in us], [dict(sorted(n.items())) for n in counts])
+    ts, end, kind, name = t.ts, end_times(t), t.kind, t.name
+    keys = [((kind[i] - K_KERNEL) * n_names + name[i]) * 8 + (b > a and b > lo and a < hi)
+            + (0 if i not in launched else
+               _IN_STEP if name[i] not in fusible_names or kind[i] != K_KERNEL or in_optimizer is None
+               or in_optimizer(launches[i]) else _IN_STEP | _IN_FUSIBLE)
+            for i, a, b in zip(dev, map(ts.__getitem__, dev), map(end.__getitem__, dev))]
+    us: dict[int, float] = {}
+    get = us.get
+    for key, d in zip(keys, map(t.dur.__getitem__, dev)):
+        us[key] = get(key, 0.0) + d
+    return _table(classes, n_names, dict(sorted(us.items())), Counter(keys))
 
 
 def _build_np(np: Any, t: EventTable, ctx: Context) -> GpuTime:
-    """The numpy table: per scope, one ``bincount`` over a row code per device event."""
+    """The numpy table: the pure path's key per device event, its sums by ``bincount`` (which adds
+    each bin's weights in event order)."""
     classes = ctx.kernel_classes(t)
     n_names = len(t.names)
     col = vectorized.column
     dev = ctx.device_array(t)
     kind = col(t, "kind")[dev].astype(np.int64)
-    code = (kind - K_KERNEL) * n_names + col(t, "name")[dev]
-    d = col(t, "dur")[dev]
     starts, stops = col(t, "ts")[dev], vectorized.ends(t)[dev]
     lo, hi = _window(ctx)
-    window = (stops > starts) & (stops > lo) & (starts < hi)
-    masks: list[Any] = [None, None, None, window, None]
+    mask = ((stops > starts) & (stops > lo) & (starts < hi)).astype(np.int64)
     if ctx.steps:
         launched = ctx.device_step_array(t) >= 0
+        mask[launched] += _IN_STEP
         fusible_names = np.zeros(n_names, dtype=bool)
         fusible_names[[nid for nid, info in classes.items() if info.fusion is not None]] = True
         fusible = np.flatnonzero(launched & (kind == K_KERNEL) & fusible_names[col(t, "name")[dev]])
         fusible = fusible[~in_optimizer_np(np, t, ctx, ctx.device_launch_array(t)[fusible])]
-        masks[LAUNCHED], masks[WINDOW_LAUNCHED] = launched, window & launched
-        masks[FUSIBLE] = np.zeros(len(dev), dtype=bool)
-        masks[FUSIBLE][fusible] = True
-    size = (K_MEMSET - K_KERNEL + 1) * n_names
-    us: list[dict[Row, float]] = []
-    counts: list[dict[Row, int]] = []
-    for scope in SCOPES:
-        mask = masks[scope]
-        if scope != DEVICE and mask is None:
-            us.append({})
-            counts.append({})
-            continue
-        c, w = (code, d) if mask is None else (code[mask], d[mask])
-        n = np.bincount(c, minlength=size)
-        total = np.bincount(c, weights=w, minlength=size)
-        present = np.flatnonzero(n)
-        rows = [(K_KERNEL + int(r) // n_names, int(r) % n_names) for r in present.tolist()]
-        us.append(dict(zip(rows, total[present].tolist())))
-        counts.append(dict(zip(rows, n[present].tolist())))
-    return GpuTime(classes, us, counts)
+        mask[fusible] += _IN_FUSIBLE
+    keys = ((kind - K_KERNEL) * n_names + col(t, "name")[dev]) * 8 + mask
+    counts = np.bincount(keys)
+    sums = np.bincount(keys, weights=col(t, "dur")[dev])
+    present = np.flatnonzero(counts)
+    at = present.tolist()
+    return _table(classes, n_names, dict(zip(at, sums[present].tolist())), dict(zip(at, counts[present].tolist())))
 
 
 def optimizer_launch_test(t: EventTable, ctx: Context) -> Callable[[int], bool]:
