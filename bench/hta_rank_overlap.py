@@ -18,7 +18,7 @@ Usage::
     .venv/bin/python bench/hta_rank_overlap.py TRACE_DIR_OR_FILE ... [--json out.json]
     # after the GPU run: the validation's results folder (its $OUT), and refresh docs/validation.md's
     # "Multi-GPU (NCCL)" section (between <!-- multigpu:start --> and <!-- multigpu:end -->):
-    .venv/bin/python bench/hta_rank_overlap.py --results bench/results/h200x2-multigpu --update-docs
+    .venv/bin/python bench/hta_rank_overlap.py --results tests/data/gpu_runs/h200x2-multigpu --update-docs
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Why this exists: GD303 removes 0.15–0.35 of the profiled launch gaps, a factor set from a launch-bound
 MLP's measured 1.32×; examples/launch_bound.py's ``reduce-overhead`` measured 8.14× where that factor
-said 1.25–1.87× (bench/results/h200-launch-bound-rates). This re-measures the MLP itself (24 ×
+said 1.25–1.87× (tests/data/gpu_runs/h200-launch-bound-rates). This re-measures the MLP itself (24 ×
 Linear(64, 64), batch 32, SGD with momentum, as in ``bench/gpu/impact_calibration.py``) eager, with
 ``torch.compile`` and with ``torch.compile(mode="reduce-overhead")``, and prints GD303's estimate
 from a 5-step profile of the eager loop beside them.

@@ -2,7 +2,7 @@
 
 Why this exists: ``tests/core/test_rule_cases.py`` wants, for every live ``[[when]]`` block, a fact
 set recorded on a real GPU on which it fires; ``tests/data/rule_cases/make_cases.py`` takes them
-from the JSON reports under ``bench/results/**``. The fault-zoo validation keeps only its log, so
+from the JSON reports under ``tests/data/gpu_runs/**``. The fault-zoo validation keeps only its log, so
 this script runs the zoo examples whose planted problem has live blocks and keeps each
 ``gpudoctor attach --format json`` report. Run on the GPU machine from the repository root::
 
@@ -10,7 +10,7 @@ this script runs the zoo examples whose planted problem has live blocks and keep
     python3.12 bench/gpu/record_rule_cases.py --only host_sync,tf32_off
     python3 bench/gpu/record_rule_cases.py --cpu --only input_bound --duration 20   # CPU dry run
 
-then copy the folder to ``bench/results/<run>/rule_cases/``, run
+then copy the folder to ``tests/data/gpu_runs/<run>/rule_cases/``, run
 ``.venv/bin/python tests/data/rule_cases/make_cases.py`` and take the blocks that gained a case off
 ``NO_CASE`` in ``tests/core/test_rule_cases.py``.
 
@@ -89,7 +89,7 @@ def main() -> int:
             print(f"{name}: skipped, budget spent", flush=True)
             continue
         print(f"[{time.monotonic() - started:5.0f}s] {record(name, settings, args.duration, budget, out)}", flush=True)
-    print(f"reports in {out}; copy them to bench/results/<run>/ and run tests/data/rule_cases/make_cases.py")
+    print(f"reports in {out}; copy them to tests/data/gpu_runs/<run>/ and run tests/data/rule_cases/make_cases.py")
     return 0
 
 

@@ -31,7 +31,7 @@ CASES = Path(__file__).resolve().parents[1] / "data" / "rule_cases"
 CASE_SOURCES = (Source.LIVE, Source.TRACE)
 
 _ZOO = ("needs a new recording: `python3.12 bench/gpu/record_rule_cases.py --only {}` on the H200, its report "
-        "copied to bench/results/<run>/rule_cases/, then make_cases.py (the last zoo run kept only its log)")
+        "copied to tests/data/gpu_runs/<run>/rule_cases/, then make_cases.py (the last zoo run kept only its log)")
 _NOT_SEEN = "no recorded run had {}; a recording needs a machine that shows it (not producible on demand)"
 
 #: (rule code, block index) → why no recorded fact set fires it.
@@ -51,7 +51,7 @@ NO_CASE: dict[tuple[str, int], str] = {
     ("GD211", 2): "no H200 run recorded since the agent reads weight shapes (this landing); a real CPU loop with a 50257-way head covers it: tests/agent/test_steps.py, tests/live/test_unaligned_weights_live.py",
     ("GD106", 1): "the agent's worker-start facts are new: no recording of the zoo has them yet "
                   "(tests/live/test_worker_restarts.py runs the block on a real process; on the H200, "
-                  "bench/results/h200-dcgan/gd106/ holds a DCGAN report it fired in)",
+                  "tests/data/gpu_runs/h200-dcgan/gd106/ holds a DCGAN report it fired in)",
     ("GD301", 3): _ZOO.format("host_sync") + "; host_syncs_per_step from the agent is new this session (issue 13 item 6)",
     ("GD301", 4): _ZOO.format("host_sync"),
     ("GD305", 0): "no recorded run oversubscribed the CPUs; needs a zoo example with more intra-op threads + workers than allowed CPUs",

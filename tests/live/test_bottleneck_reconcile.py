@@ -1,7 +1,7 @@
 """The live verdict when attach's profile window caught unrepresentative steps (a bursty DataLoader).
 
 Real numbers: pytorch/examples ImageNet ``--dummy`` (ResNet-50, 4 workers) under ``gpudoctor run`` on
-the H200 (bench/results/h200-realscripts-7/part2.json): the automatic 5-step window's trace said
+the H200 (tests/data/gpu_runs/h200-realscripts-7/part2.json): the automatic 5-step window's trace said
 "GPU busy 93% of a 128.5 ms step" while the agent measured 4.26 steps/s with 51% of the step in the
 DataLoader; 12 workers then ran 1.66× faster. With 12 workers the window and the loop agree.
 """
@@ -16,7 +16,7 @@ import pytest
 from gpudoctor.bottleneck import verdict_from_parts
 from gpudoctor.live.bottleneck import reconciled_bottleneck
 
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200-realscripts-7" / "part2.json"
+RESULTS = Path(__file__).resolve().parents[2] / "tests" / "data" / "gpu_runs" / "h200-realscripts-7" / "part2.json"
 
 
 def _run(variant: str) -> tuple:
@@ -83,7 +83,7 @@ def _live_gd102(job: dict) -> object:
 
 
 def test_live_cost_is_the_wait_per_mean_step_that_the_fix_removed() -> None:
-    # the re-run of the same script (bench/results/h200-realscripts-7/reconcile/): 4 workers, median step
+    # the re-run of the same script (tests/data/gpu_runs/h200-realscripts-7/reconcile/): 4 workers, median step
     # 122 ms — as with 12 workers —, mean 188 ms; 12 workers then measured 5.33 → 8.05 steps/s
     runs = json.loads((RESULTS.parent / "reconcile" / "realscripts_part2.json").read_text())["runs"]
     base, fixed = (next(r for r in runs if r["variant"] == v) for v in ("base", "workers"))

@@ -29,7 +29,7 @@ from gpudoctor.trace.reader import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "trace"
-HF_TRACE = REPO / "bench" / "results" / "h200-remaining-gains" / "traces" / "hf_bf16c_v50257.json.gz"
+HF_TRACE = REPO / "tests" / "data" / "gpu_runs" / "h200-remaining-gains" / "traces" / "hf_bf16c_v50257.json.gz"
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 
@@ -187,7 +187,7 @@ def test_live_counters_alone_are_info_and_the_trace_estimate_wins() -> None:
     assert merged.source is Source.TRACE and merged.impact is not None
 
 
-H200_PROBE = REPO / "bench" / "results" / "h200-graph-breaks"
+H200_PROBE = REPO / "tests" / "data" / "gpu_runs" / "h200-graph-breaks"
 
 
 @pytest.mark.parametrize("variant", ["launch_k2", "launch_k8", "gpu_k2", "gpu_k8"])

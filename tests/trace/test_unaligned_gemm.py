@@ -20,7 +20,7 @@ from gpudoctor.model import FactSet, Finding, Location, Source
 from gpudoctor.trace.metrics import compute_rank_metrics
 from gpudoctor.trace.reader import load_trace
 
-RUN = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200-remaining-gains"
+RUN = Path(__file__).resolve().parents[2] / "tests" / "data" / "gpu_runs" / "h200-remaining-gains"
 TRACES = RUN / "traces"
 
 
