@@ -1,5 +1,5 @@
 """The straggler tracker on per-rank numbers measured on 2×H200 (NCCL, DDP): the Ranks tables of the
-three bench/gpu/multigpu_validation.py runs in tests/data/gpu_runs/. Each table is the agents' last window;
+three bench/validation/multigpu_validation.py runs in tests/data/gpu_runs/. Each table is the agents' last window;
 fed to the tracker for 3 windows (steady state) it must name the slow rank with the right cause and
 leave the healthy runs alone — including the +50% compute straggler whose score (0.69–0.79) sits at
 the threshold, caught by the waited-on signal."""

@@ -1,6 +1,6 @@
 """GD201's bf16 estimate counts the casts autocast adds in an eager transformer (issue 35, item 2).
 
-The traces are the H200 Hugging Face GPT-2 ``Trainer`` runs of ``bench/gpu/remaining_gains_probe.py``
+The traces are the H200 Hugging Face GPT-2 ``Trainer`` runs of the ``remaining_gains_probe.py`` probe (docs/bench-history.md)
 (batch 8 × 1024, vocabulary 50257); ``probe.json`` holds the steps/s each variant measured.
 """
 
