@@ -440,6 +440,8 @@ kind                                     static:python.loop_call,file.error     
 call                                     static:python.*                               text    static.python    the call as written
 periodic                                 static:python.loop_call,python.host_tensor_copy bool  static.python    guarded by a step % N condition
 in_step_function                         static:python.loop_call,python.training_loop,python.host_tensor_copy bool static.python in a function that calls backward()
+in_inner_loop                            static:python.loop_call                       bool    static.python    the call sits in a loop nested inside the training loop (or step function): it runs many times per step
+loop_line                                static:python.loop_call                       count   static.python    line of that nested loop (0: none)
 has_autocast                             static:python.training_loop                   bool    static.python    the loop runs under autocast
 factory                                  static:python.host_tensor_copy                text    static.pyextra   the tensor factory called every step
 breaker                                  static:python.compiled_forward                text    static.python    the graph-breaking call inside a compiled forward
