@@ -313,8 +313,16 @@ class PythonChecker(ast.NodeVisitor):
         self.platform_depth -= platform
 
     def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> None:
+        first, *rest = node.generators
+        self.visit(first.iter)  # the first iterable is evaluated once, before the loop
         self.comprehensions.append(node)
-        self.generic_visit(node)
+        self.visit(first.target)
+        for cond in first.ifs:
+            self.visit(cond)
+        for gen in rest:
+            self.visit(gen)
+        for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
+            self.visit(part)
         self.comprehensions.pop()
 
     visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_ListComp
