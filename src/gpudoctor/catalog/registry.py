@@ -440,6 +440,8 @@ kind                                     static:python.loop_call,file.error     
 call                                     static:python.*                               text    static.python    the call as written
 periodic                                 static:python.loop_call,python.host_tensor_copy bool  static.python    guarded by a step % N condition
 in_step_function                         static:python.loop_call,python.training_loop,python.host_tensor_copy bool static.python in a function that calls backward()
+in_inner_loop                            static:python.loop_call                       bool    static.python    the call sits in a loop nested inside the training loop (or step function): it runs many times per step
+loop_line                                static:python.loop_call                       count   static.python    line of that nested loop (0: none)
 has_autocast                             static:python.training_loop                   bool    static.python    the loop runs under autocast
 factory                                  static:python.host_tensor_copy                text    static.pyextra   the tensor factory called every step
 breaker                                  static:python.compiled_forward                text    static.python    the graph-breaking call inside a compiled forward
@@ -506,6 +508,15 @@ pin_state                                static:deploy.torch_install            
 installer                                static:deploy.torch_install                   text    static.dockerinstall pip / uv / conda
 index_url                                static:deploy.torch_install                   text    static.dockerinstall the index or find-links URL given (empty: none)
 pre_release                              static:deploy.torch_install                   bool    static.dockerinstall pip's --pre is given
+launch_workload                          static:deploy.rank_workers                    text    static.launchranks the container or compose service whose command starts the ranks
+rank_launcher                            static:deploy.rank_workers                    text    static.launchranks torchrun / torch.distributed.run / deepspeed / accelerate
+ranks_per_node                           static:deploy.rank_workers                    count   static.launchranks ranks the command starts per node (-1: not a literal)
+script                                   static:deploy.rank_workers                    text    static.launchranks the script the command runs, as written (empty: none found)
+script_path                              static:deploy.rank_workers                    text    static.launchranks the checked Python file that script is
+script_found                             static:deploy.rank_workers                    bool    static.launchranks the script is one of the checked Python files (one match)
+cpu_limit                                static:deploy.rank_workers                    number  static.launchranks CPUs the manifest gives the container (resources.limits.cpu, compose cpus; -1: not set)
+workers_per_rank                         static:deploy.rank_workers                    count   static.launchranks the most num_workers a DataLoader of the script asks for as a literal (-1: unknown)
+rank_processes                           static:deploy.rank_workers                    count   static.launchranks ranks × (workers_per_rank + 1): the busy processes the ranks and their workers make (-1: unknown)
 launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
 reason                                   static:file.error                             text    static.sites     why the file could not be analysed
 detail                                   static:file.error                             text    static.sites     the error

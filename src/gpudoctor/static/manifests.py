@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from gpudoctor.static.deploy import env_site, launch_sites, size_mib
+from gpudoctor.static.launchranks import add_rank_workers, cpu_count
 from gpudoctor.static.sites import FileResult
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
@@ -141,10 +142,15 @@ def _pod(result: FileResult, pod: yaml.MappingNode, seen: set[int]) -> None:
             env_name, value = _scalar(_get(env, "name")), _scalar(_get(env, "value"))
             if env_name is not None:
                 env_site(result, *_pos(env), env_name, value or "")
+        command: list[str] = []
         for key in ("command", "args"):
             words = [_scalar(n) or "" for n in _items(_get(container, key))]
             if words:
                 launch_sites(result, _pos(_get(container, key))[0], " ".join(words))
+                command.extend(words)
+        if command:
+            add_rank_workers(result, line, col, f"container {name}", " ".join(command),
+                             cpu_count(_scalar(_get(_get(resources, "limits"), "cpu"))))
         for mount in _items(_get(container, "volumeMounts")):
             if _scalar(_get(mount, "mountPath")) == "/dev/shm" and _scalar(_get(mount, "name")) in shm_volumes:
                 shm_mounted = True
@@ -179,8 +185,11 @@ def _service(result: FileResult, key: yaml.Node, service: yaml.Node) -> None:
         text = _scalar(item) or ""
         env_name, _, value = text.partition("=")
         env_site(result, *_pos(item), env_name, value)
+    cpus = cpu_count(_scalar(_get(service, "cpus")) or
+                     _scalar(_get(_get(_get(_get(service, "deploy"), "resources"), "limits"), "cpus")))
     for cmd_key in ("command", "entrypoint"):
         node = _get(service, cmd_key)
         if node is not None:
             text = _scalar(node) or " ".join(_scalar(n) or "" for n in _items(node))
             launch_sites(result, _pos(node)[0], text)
+            add_rank_workers(result, line, col, f"compose service {name}", text, cpus)

@@ -176,13 +176,34 @@ def mentions_cuda(node: ast.AST) -> bool:
 
 
 def is_loss_scaler_call(call: ast.Call) -> bool:
-    """``loss_scaler(loss, optimizer, …)``: timm's / DeiT's / MAE's ``NativeScaler`` object, called with the
-    loss and the optimizer, runs ``scaler.scale(loss).backward()`` and the step inside: the loop around it
-    trains. Only a call of the scaler object itself (a name ending in ``scaler``) with at least two
-    positional arguments counts, not ``scaler.scale(loss)`` or ``GradScaler()``."""
+    """A call that runs backward for the caller: the loop around it trains.
+
+    ``loss_scaler(loss, optimizer, …)`` (timm's / DeiT's / MAE's ``NativeScaler`` object runs
+    ``scaler.scale(loss).backward()`` and the step inside) and any other callable handed the loss as
+    its first argument and the optimizer beside it (``backward_and_step(loss, optimizer)``,
+    ``self.amp_step(loss, self.optimizer)``): a call of an object whose name ends in ``scaler`` with at
+    least two positional arguments (not ``scaler.scale(loss)`` or ``GradScaler()``), or a first
+    positional argument named as a loss (``loss``, ``total_loss``) with an argument named as an
+    optimizer (``optimizer``, ``self.optim``). Callees that save, log or print what they are given
+    (``save_checkpoint(loss, optimizer)``) are no step."""
     func = call.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    return name.lower().endswith("scaler") and not name[:1].isupper() and len(call.args) >= 2
+    lowered = name.lower()
+    if lowered.endswith("scaler") and not name[:1].isupper() and len(call.args) >= 2:
+        return True
+    if not call.args or not _named(call.args[0], "loss") or any(w in lowered for w in _NOT_A_STEP):
+        return False
+    return any(_named(a, "optim") for a in (*call.args[1:], *(k.value for k in call.keywords)))
+
+
+#: Words in a callee's name that say it records what it is handed rather than stepping with it.
+_NOT_A_STEP = ("save", "checkpoint", "ckpt", "log", "print", "write", "dump", "record", "track", "report")
+
+
+def _named(node: ast.AST, word: str) -> bool:
+    """A plain name or attribute (``loss``, ``self.optimizer``) whose last part contains ``word``."""
+    text = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return word in text.lower()
 
 
 def test_traits(node: ast.AST) -> tuple[bool, bool]:

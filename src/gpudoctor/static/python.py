@@ -56,7 +56,8 @@ class _Frame:
     periodic_steps: list[ast.Call] = field(default_factory=list)
     plain_steps: int = 0
     events: list[Site] = field(default_factory=list)
-    prints: list[tuple[ast.Call, set[str], bool]] = field(default_factory=list)
+    #: (the print, the names it prints, periodic, the inner loop it sits in or None)
+    prints: list[tuple[ast.Call, set[str], bool, ast.AST | None]] = field(default_factory=list)
     tensor_names: set[str] = field(default_factory=set)
 
 
@@ -91,6 +92,7 @@ class PythonChecker(ast.NodeVisitor):
         self.periodic_depth = 0
         self.rank_guard_depth = 0
         self.platform_depth = 0  # inside an ``if`` that picks code by operating system
+        self.comprehensions: list[ast.AST] = []  # the comprehensions around the node walked (each a loop)
         self.skip_calls: set[int] = set()
         self.first_conv: ast.Call | None = None
         self.deepspeed_engine = False  # calls deepspeed.initialize: its config may set the precision
@@ -102,7 +104,8 @@ class PythonChecker(ast.NodeVisitor):
             node_type: getattr(self, f"visit_{node_type.__name__}")
             for node_type in (ast.Import, ast.ImportFrom, ast.Name, ast.Attribute, ast.ClassDef,
                               ast.FunctionDef, ast.AsyncFunctionDef, ast.For, ast.AsyncFor, ast.While, ast.If,
-                              ast.With, ast.AsyncWith, ast.Assign, ast.Call, ast.Dict)
+                              ast.With, ast.AsyncWith, ast.Assign, ast.Call, ast.Dict,
+                              ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
         }
 
     # ---- traversal: a dispatch table and cached child fields (≈2× faster than NodeVisitor) ------
@@ -185,6 +188,9 @@ class PythonChecker(ast.NodeVisitor):
         """A site that matters only if it runs every step: parked on the innermost frame."""
         if self.frames:
             values.setdefault("periodic", self.periodic_depth > 0)
+            if self.comprehensions:  # [p.grad.norm().item() for p in params]: one sync per element
+                values["in_inner_loop"] = True
+                values["loop_line"] = getattr(self.comprehensions[-1], "lineno", 0)
             self.frames[-1].events.append(self._site(scope, node, "", **values))
 
     # ---- imports and names --------------------------------------------------------------------
@@ -306,6 +312,21 @@ class PythonChecker(ast.NodeVisitor):
         self.rank_guard_depth -= rank_guard
         self.platform_depth -= platform
 
+    def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> None:
+        first, *rest = node.generators
+        self.visit(first.iter)  # the first iterable is evaluated once, before the loop
+        self.comprehensions.append(node)
+        self.visit(first.target)
+        for cond in first.ifs:
+            self.visit(cond)
+        for gen in rest:
+            self.visit(gen)
+        for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
+            self.visit(part)
+        self.comprehensions.pop()
+
+    visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_ListComp
+
     def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
         autocast = 0
         for item in node.items:
@@ -382,7 +403,7 @@ class PythonChecker(ast.NodeVisitor):
             self.in_step("python.loop_call", node, kind="synchronize", call=pn.short(node, 40))
         elif qual == "print" and self.frames:
             names = set().union(*(pn.names_in(a) for a in node.args)) if node.args else set()
-            self.frames[-1].prints.append((node, names, self.periodic_depth > 0))
+            self.frames[-1].prints.append((node, names, self.periodic_depth > 0, None))
         if self.functions and self.functions[-1].may_be_compiled and (qual == "print" or (attr in pn.GRAPH_BREAK_METHODS and not node.args)):
             what = "print()" if qual == "print" else f".{attr}()"
             self.functions[-1].breakers.append(self._site("python.compiled_forward", node, breaker=what,
@@ -449,18 +470,27 @@ class PythonChecker(ast.NodeVisitor):
         parent = self.frames[-1] if self.frames else None
         if not frame.has_backward:
             if parent is not None and frame.kind == "loop":
+                for site in frame.events:  # a loop inside the step runs its calls many times per step
+                    if site.scope == "python.loop_call":
+                        site.values.setdefault("loop_line", getattr(frame.node, "lineno", 0))
+                        site.values["in_inner_loop"] = True
                 parent.events.extend(frame.events)
-                parent.prints.extend(frame.prints)
+                parent.prints.extend((call, names, periodic, inner or frame.node)
+                                     for call, names, periodic, inner in frame.prints)
                 parent.tensor_names |= frame.tensor_names
                 parent.has_autocast = parent.has_autocast or frame.has_autocast
             return
         in_function = frame.kind == "function"
-        for call, names, periodic in frame.prints:
+        for call, names, periodic, inner in frame.prints:
             if names & frame.tensor_names:
                 frame.events.append(self._site("python.loop_call", call, kind="print", call=pn.short(call, 40),
-                                               periodic=periodic))
+                                               periodic=periodic, in_inner_loop=inner is not None,
+                                               loop_line=getattr(inner, "lineno", 0)))
         for site in frame.events:
             site.values["in_step_function"] = in_function
+            if site.scope == "python.loop_call":
+                site.values.setdefault("in_inner_loop", False)
+                site.values.setdefault("loop_line", 0)
             self.result.sites.append(site)
         self.emit("python.training_loop", frame.node, has_autocast=frame.has_autocast or self.autocast_depth > 0,
                   in_step_function=in_function)

@@ -146,6 +146,7 @@ def collect(results: list[FileResult], context: bool = False,
     """Turn file results into fact sets plus the project-wide ``run`` fact set. With ``context``, the
     project modules the checked Python files import (a helper beside a script) add what they do to
     the project flags, and nothing else (:mod:`gpudoctor.static.localimports`)."""
+    from gpudoctor.static.launchranks import join_rank_workers
     from gpudoctor.static.localimports import project_context
     from gpudoctor.static.python import FLAGS
 
@@ -163,6 +164,7 @@ def collect(results: list[FileResult], context: bool = False,
         flags.update(dict.fromkeys(found.flags, True))
         judge_by_program(results, found.reach, found.programs, is_test)
         _mark_imported_in_memory_datasets(results, found.datasets)
+    join_rank_workers(results)
     for result in results:
         run.files_by_kind[result.kind] = run.files_by_kind.get(result.kind, 0) + 1
         others = [s for s in result.sites if s.scope != "file.error"]

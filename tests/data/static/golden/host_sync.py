@@ -30,3 +30,27 @@ def step_fn(model, x, optimizer):
     loss.backward()
     optimizer.step()
     return loss.item()
+
+
+def wrapped(model, loader, optimizer):
+    losses = []
+    for step, (x, y) in enumerate(loader):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x.cuda(), y.cuda())
+        backward_and_step(loss, optimizer, clip=1.0)
+        losses.append(loss.item())
+        if step % 50 == 0:
+            for p in model.parameters():
+                print(p.grad.norm().item())
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                p.data.norm().item()
+        norms = sum(p.grad.norm().item() for p in model.parameters())
+    return losses, norms
+
+
+def epochs(model, optimizer):
+    for epoch in range(3):
+        loss = model.evaluate()
+        save_checkpoint(loss, optimizer)
+        print(loss.item())
