@@ -7,6 +7,8 @@ cap re-connects once, and a handler exception is an error reply, never the end o
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import socket
 import subprocess
@@ -22,6 +24,14 @@ from agent_helpers import REPO, agent_threads
 
 from gpudoctor.agent import server as server_mod
 from gpudoctor.agent.client import AgentClient, AgentError, AgentLost
+from gpudoctor.agent.protocol import (
+    V2_REQUESTS,
+    DetachRequest,
+    HelloRequest,
+    ProfileStatusRequest,
+    Request,
+    StatsRequest,
+)
 from gpudoctor.agent.server import AgentServer, Peer
 
 TARGET = Path(__file__).resolve().parent / "stdlib_target.py"
@@ -109,11 +119,11 @@ def test_a_client_evicted_by_the_connection_cap_reconnects_once(target: StdlibTa
 def test_the_server_survives_a_handler_that_raises_and_a_reply_that_is_not_json() -> None:
     calls: list[str] = []
 
-    def handler(request: dict[str, Any], peer: Peer) -> dict[str, Any]:
-        calls.append(str(request.get("op")))
-        if request.get("op") == "boom":
+    def handler(request: Request, peer: Peer) -> dict[str, Any]:
+        calls.append(request.OP)
+        if isinstance(request, StatsRequest):
             raise RecursionError("deep")
-        if request.get("op") == "cycle":
+        if isinstance(request, ProfileStatusRequest):
             loop: dict[str, Any] = {"ok": True}
             loop["self"] = loop
             return loop
@@ -126,15 +136,49 @@ def test_the_server_survives_a_handler_that_raises_and_a_reply_that_is_not_json(
     server = AgentServer(directory / "s.sock", handler, tick)
     server.start()
     try:
-        client = AgentClient(os.getpid(), directory / "s.sock", _connect(directory / "s.sock"), {})
-        for op in ("boom", "cycle"):
+        client = AgentClient(os.getpid(), directory / "s.sock", _connect(directory / "s.sock"))
+        for request in (StatsRequest(), ProfileStatusRequest()):
             with pytest.raises(AgentError, match="agent error"):
-                client.request({"op": op})
-        assert client.request({"op": "fine"})["client"].startswith("conn-")
-        assert server.alive and calls == ["boom", "cycle", "fine"]
+                client.request(request)
+        assert client.request(HelloRequest())["client"].startswith("conn-")
+        assert server.alive and calls == ["stats", "profile_status", "hello"]
     finally:
         server.stop()
     assert not (directory / "s.sock").exists()
+    directory.rmdir()
+
+
+def test_a_protocol_2_agent_is_used_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """An agent an earlier gpudoctor injected into a job that still runs: protocol 2, no ``requests`` in
+    its hello, no v3 stats fields, a plain detach answer. The client warns once and still works."""
+    def v2_agent(request: Request, peer: Peer) -> dict[str, Any]:
+        if isinstance(request, HelloRequest):
+            return {"ok": True, "protocol": 2, "pid": os.getpid(), "python": "3.11.9", "source": "inject",
+                    "step_source": "optimizer", "started_at": 1.0}
+        if isinstance(request, StatsRequest):
+            return {"ok": True, "timestamp": 2.0, "steps_total": 40, "window_steps": 8, "step_time_p50_ms": 12.5,
+                    "data_wait_pct": 3.0, "step_source": "optimizer", "recent_step_times_ms": [12.0, 13.0],
+                    "collective_timing": "not DDP"}
+        return {"ok": True, "unloaded": True, "clients": 0}
+
+    directory = Path(tempfile.mkdtemp(prefix="gd-v2-", dir="/tmp"))
+    server = AgentServer(directory / "s.sock", v2_agent, lambda: None)
+    server.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="gpudoctor.agent.client"):
+            client = AgentClient.connect(os.getpid(), directory / "s.sock")
+        assert [r.getMessage() for r in caplog.records if "protocol 2" in r.getMessage()], caplog.text
+        assert client.hello.protocol == 2 and client.hello.serves() == V2_REQUESTS
+        stats = client.stats(window_s=5.0)
+        assert stats.steps_total == 40 and stats.step_time_p50_ms == 12.5 and stats.h2d_mib_per_step is None
+        assert client.last_stats is not None and client.last_stats.recent_step_times_ms == (12.0, 13.0)
+        client.hello = dataclasses.replace(client.hello, requests=("hello", "stats"))  # an agent without detach
+        with pytest.raises(AgentError, match="does not serve 'detach'"):
+            client.request(DetachRequest())
+        client.hello = dataclasses.replace(client.hello, requests=())
+        assert client.detach() is True
+    finally:
+        server.stop()
     directory.rmdir()
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,8 +34,6 @@ IN_TARGET = ["runtime", "hooks", "syncs", "profiling", "protocol", "server", "pa
 
 
 def test_stats_reply_round_trips_through_json_with_enums_and_tuples() -> None:
-    import json
-
     stats = StepStats(timestamp=1.0, steps_total=9, window_steps=8, step_time_p50_ms=12.5,
                       graph_break_reasons=(("print at x.py:3", 2),), host_syncs_per_step=3.0,
                       step_source=StepSource.BACKWARD)
@@ -114,3 +115,54 @@ def test_the_registrys_agent_rows_are_the_protocols_agent_facts() -> None:
     from gpudoctor.live.facts import step_values
     values = step_values(stats)
     assert facts <= set(values) and values["loader_workers"] == 4 and values["step_source"] == "none"
+
+
+def test_requests_decode_to_their_types_and_round_trip() -> None:
+    for cls in protocol.REQUESTS:
+        request = cls()
+        wire = json.loads(json.dumps(protocol.request_to_wire(request)))
+        assert type(protocol.request_from_wire(wire)) is cls and protocol.request_from_wire(wire) == request
+    got = protocol.request_from_wire({"op": "profile", "steps": 5, "timeout_s": 30, "from_a_newer_client": 1})
+    assert got == protocol.ProfileRequest(steps=5, timeout_s=30.0) and isinstance(got.timeout_s, float)
+    assert protocol.request_from_wire({"op": "hello", "client": "abc"}) == protocol.HelloRequest(client="abc")
+
+
+@pytest.mark.parametrize(("wire", "says"), [
+    ({"op": "exec", "code": "import os"}, "unknown request 'exec'"),
+    ({"op": ["hello"]}, "unknown request"),
+    ({}, "unknown request 'None'"),
+    ({"op": "stats", "window_s": -1}, "window_s must be a number from 0.5 to 3600, not -1"),
+    ({"op": "stats", "window_s": float("inf")}, "window_s must be a number"),
+    ({"op": "stats", "window_s": True}, "window_s must be a number"),
+    ({"op": "profile", "steps": 2.5}, "steps must be an integer from 1 to 100"),
+    ({"op": "profile", "steps": 10**9}, "steps must be an integer from 1 to 100, not 1000000000"),
+    ({"op": "profile", "timeout_s": "soon"}, "timeout_s must be a number from 1 to 3600"),
+    ({"op": "hello", "client": "t" * 65}, "client must be a string of 1 to 64 characters"),
+    ({"op": "hello", "client": ""}, "client must be a string"),
+    ({"op": "hello", "client": 7}, "client must be a string"),
+])
+def test_a_request_out_of_its_declared_bounds_is_refused_in_one_sentence(wire: dict[str, Any], says: str) -> None:
+    with pytest.raises(protocol.BadRequest, match=re.escape(says)) as caught:
+        protocol.request_from_wire(wire)
+    assert str(caught.value).endswith(".") and len(str(caught.value)) < 200
+
+
+def test_the_client_clamps_into_the_same_bounds_the_agent_enforces() -> None:
+    low, high = protocol.bounds(protocol.StatsRequest, "window_s")
+    assert protocol.clamped(protocol.StatsRequest, window_s=-5).window_s == low
+    assert protocol.clamped(protocol.StatsRequest, window_s=1e9).window_s == high
+    assert protocol.clamped(protocol.StatsRequest, window_s=float("nan")).window_s == 10.0
+    profile = protocol.clamped(protocol.ProfileRequest, steps=10**6, timeout_s=0.0)
+    assert profile.steps == protocol.bounds(protocol.ProfileRequest, "steps")[1] and isinstance(profile.steps, int)
+    for request in (protocol.clamped(protocol.StatsRequest, window_s=1e9), profile):
+        protocol.request_from_wire(protocol.request_to_wire(request))  # what the client sends is never refused
+
+
+def test_the_agent_has_one_handler_per_request_type() -> None:
+    from gpudoctor.agent.runtime import Agent
+
+    missing = [cls.OP for cls in protocol.REQUESTS if not callable(getattr(Agent, f"_on_{cls.OP}", None))]
+    assert not missing, f"request types with no Agent._on_<op> handler: {missing}"
+    assert len({cls.OP for cls in protocol.REQUESTS}) == len(protocol.REQUESTS)
+    hello = protocol.HelloReply(requests=tuple(cls.OP for cls in protocol.REQUESTS))
+    assert set(hello.serves()) == set(protocol.REQUEST_BY_OP) >= set(protocol.V2_REQUESTS)

@@ -36,15 +36,22 @@ import msgspec
 
 from gpudoctor.agent.paths import find_socket, process_uid
 from gpudoctor.agent.protocol import (
-    PROFILE_STEPS,
-    PROFILE_TIMEOUT_S,
     PROTOCOL_VERSION,
-    STATS_WINDOW_S,
+    DetachReply,
+    DetachRequest,
     HelloReply,
+    HelloRequest,
     ProfileReply,
+    ProfileRequest,
+    ProfileStatusRequest,
+    Request,
     StatsReply,
+    StatsRequest,
     StepStats,
+    UnloadRequest,
+    clamped,
     from_wire,
+    request_to_wire,
 )
 
 log = logging.getLogger("gpudoctor.agent.client")
@@ -56,9 +63,6 @@ MAX_REPLY_BYTES = 1 << 20
 MAX_TEXT = 4096
 MAX_ITEMS = 1024
 MAX_NUMBER = 1e15
-#: Requests sent again, once, on a fresh connection when the agent closed the old one (it evicts the
-#: connection idle longest when full; it answers something it cannot decode by closing).
-IDEMPOTENT_OPS = frozenset({"hello", "stats", "profile_status", "detach", "unload"})
 #: The profile window's reply (older name).
 ProfileStatus = ProfileReply
 
@@ -69,11 +73,6 @@ class AgentError(Exception):
 
 class AgentLost(AgentError):
     """The agent's connection closed: the target exited or detached."""
-
-
-def step_stats_from_reply(reply: dict[str, Any]) -> StepStats:
-    """The :class:`StepStats` of a ``stats`` reply (fields this version does not know are logged once)."""
-    return from_wire(StatsReply, reply).stats
 
 
 @functools.cache
@@ -127,30 +126,25 @@ def checked_reply(cls: type, reply: dict[str, Any], pid: int) -> dict[str, Any]:
     return reply
 
 
-
-def _bounded(value: float, bounds: tuple[float, float], default: float) -> float:
-    """``value`` clamped into the agent's bounds (it refuses values outside them); NaN is ``default``."""
-    value = float(value)
-    return default if math.isnan(value) else min(max(value, bounds[0]), bounds[1])
-
-
 class AgentClient:
     """One connection to one agent. Thread-safe: one request at a time.
 
     The client names itself to the agent with a random token (``hello``'s ``client``): the agent
-    unloads only when its last client detaches. When the agent closes the connection, the client
-    re-connects once and sends an idempotent request again.
+    unloads only when its last client detaches. When the agent closes the connection (it evicts the
+    connection idle longest when full), the client re-connects once and sends the request again if
+    its type is ``IDEMPOTENT``. An agent of an older protocol (injected by an earlier gpudoctor into a
+    job that still runs) is used with a warning: a field it does not send stays at its default, and a
+    request it does not serve is an :class:`AgentError`.
     """
 
-    def __init__(self, pid: int, socket_path: Path, sock: socket.socket, info: dict[str, Any],
+    def __init__(self, pid: int, socket_path: Path, sock: socket.socket, hello: HelloReply | None = None,
                  token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.pid = pid
         self.uid = process_uid(pid)                   # the target's user: who must own its files
         self.socket_path = socket_path
         self.token = token or secrets.token_hex(8)
         self.timeout_s = timeout_s
-        self.info = info                              # the hello reply as sent (see ``hello``)
-        self.hello = from_wire(HelloReply, info) if info else HelloReply()
+        self.hello = hello or HelloReply()
         self.last_stats: StatsReply | None = None
         self.reconnects = 0
         self._sock: socket.socket | None = sock
@@ -159,29 +153,37 @@ class AgentClient:
 
     @classmethod
     def connect(cls, pid: int, socket_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> AgentClient:
-        client = cls(pid, socket_path, _open(socket_path, timeout_s), {}, timeout_s=timeout_s)
+        client = cls(pid, socket_path, _open(socket_path, timeout_s), timeout_s=timeout_s)
         try:
-            client.info = checked_reply(HelloReply, client.request({"op": "hello", "client": client.token}), pid)
-            client.hello = from_wire(HelloReply, client.info)
+            client.hello = from_wire(HelloReply, checked_reply(
+                HelloReply, client.request(HelloRequest(client=client.token)), pid))
         except AgentError:
             client.close()
             raise
-        if client.hello.protocol != PROTOCOL_VERSION:
-            log.warning("the agent in process %d speaks protocol %s, this gpudoctor %s; fields may be missing.",
+        if client.hello.protocol < PROTOCOL_VERSION:
+            log.warning("the agent in process %d speaks protocol %s (an earlier gpudoctor started it), this "
+                        "gpudoctor %s: it is used, and what was added since is missing.",
                         pid, client.hello.protocol, PROTOCOL_VERSION)
+        elif client.hello.protocol > PROTOCOL_VERSION:
+            log.warning("the agent in process %d speaks protocol %s, newer than this gpudoctor's %s; fields "
+                        "this gpudoctor does not know are ignored.", pid, client.hello.protocol, PROTOCOL_VERSION)
         return client
 
-    def request(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and return the reply; raises AgentError/AgentLost."""
+    def request(self, request: Request) -> dict[str, Any]:
+        """Send one typed request and return the reply object; raises AgentError/AgentLost."""
+        if not isinstance(request, HelloRequest) and request.OP not in self.hello.serves():
+            raise AgentError(f"the agent in process {self.pid} (protocol {self.hello.protocol}) does not serve "
+                             f"{request.OP!r}; restart the job with this gpudoctor to get it.")
+        payload = request_to_wire(request)
         with self._lock:
             try:
                 line = self._exchange_locked(payload)
             except AgentLost:
                 if not self._reconnect_locked():
                     raise
-                if payload.get("op") not in IDEMPOTENT_OPS:
+                if not request.IDEMPOTENT:
                     raise AgentLost(f"the connection to the agent in process {self.pid} was lost during "
-                                    f"{str(payload.get('op'))!r}; it is re-connected, ask again.") from None
+                                    f"{request.OP!r}; it is re-connected, ask again.") from None
                 line = self._exchange_locked(payload)
         try:
             reply = json.loads(line)
@@ -222,7 +224,7 @@ class AgentClient:
             return False
         self._sock, self._file = sock, sock.makefile("rb")
         try:
-            self._exchange_locked({"op": "hello", "client": self.token})
+            self._exchange_locked(request_to_wire(HelloRequest(client=self.token)))
         except (AgentLost, AgentError):
             return False
         self.reconnects += 1
@@ -231,18 +233,18 @@ class AgentClient:
     _detached = False
 
     def stats(self, window_s: float = 10.0) -> StepStats:
-        reply = checked_reply(StatsReply, self.request({"op": "stats", "window_s": _bounded(window_s, STATS_WINDOW_S, 10.0)}), self.pid)
-        self.last_stats_reply = reply
-        self.last_stats = from_wire(StatsReply, reply)
+        """Step statistics over the last ``window_s`` seconds (pulled into the request's bounds); the
+        whole reply is :attr:`last_stats`."""
+        reply = self.request(clamped(StatsRequest, window_s=window_s))
+        self.last_stats = from_wire(StatsReply, checked_reply(StatsReply, reply, self.pid))
         return self.last_stats.stats
 
     def profile(self, steps: int = 3, timeout_s: float = 120.0) -> ProfileReply:
-        steps = int(_bounded(steps, PROFILE_STEPS, 3))
-        timeout_s = _bounded(timeout_s, PROFILE_TIMEOUT_S, 120.0)
-        return self._profile_reply(self.request({"op": "profile", "steps": steps, "timeout_s": timeout_s}))
+        """Arm a profile window (``steps`` and ``timeout_s`` pulled into the request's bounds)."""
+        return self._profile_reply(self.request(clamped(ProfileRequest, steps=steps, timeout_s=timeout_s)))
 
     def profile_status(self) -> ProfileReply:
-        return self._profile_reply(self.request({"op": "profile_status"}))
+        return self._profile_reply(self.request(ProfileStatusRequest()))
 
     def _profile_reply(self, reply: dict[str, Any]) -> ProfileReply:
         status = from_wire(ProfileReply, checked_reply(ProfileReply, reply, self.pid))
@@ -284,7 +286,8 @@ class AgentClient:
         """Tell the agent this client is done, then close this connection. The agent removes its
         hooks, thread and socket only when no other client is attached; True when it did."""
         try:
-            return bool(self.request({"op": "detach"}).get("unloaded"))
+            reply = self.request(DetachRequest())
+            return from_wire(DetachReply, checked_reply(DetachReply, reply, self.pid)).unloaded
         finally:
             self._detached = True
             self.close()
@@ -292,7 +295,7 @@ class AgentClient:
     def unload(self) -> None:
         """Ask the agent to remove its hooks, thread and socket now, whoever else is attached."""
         try:
-            self.request({"op": "unload"})
+            self.request(UnloadRequest())
         finally:
             self._detached = True
             self.close()

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.agent.protocol import PROFILE_STEPS, ProfileReply, ProfileState, WindowKind
+from gpudoctor.agent.protocol import ProfileReply, ProfileRequest, ProfileState, WindowKind, bounds
 
-MAX_STEPS = PROFILE_STEPS[1]
+MAX_STEPS = int(bounds(ProfileRequest, "steps")[1])
 #: An armed window that sees no step boundary for this long (or 3 typical steps, at most
 #: NO_STEP_FALLBACK_MAX_S) records a time window of TIME_WINDOW_S instead.
 NO_STEP_FALLBACK_S = 3.0

@@ -1,12 +1,19 @@
-"""The agent's wire format: typed, versioned replies shared by the agent and its client.
+"""The agent's wire format: typed, versioned requests and replies shared by the agent and its client.
 
 What crosses the process boundary between the in-process agent (inside the training job) and
 gpudoctor (``agent.client``, the live session) is declared here once, as frozen dataclasses with
 one documented field each, plus the states both ends compare (agent status, profile window state,
-where step boundaries come from). The agent builds these objects and sends them as one JSON object
-per line (:func:`to_wire`); the client decodes them (:func:`from_wire`), and a field this version
-does not know is logged once, never dropped silently. PROTOCOL.md's field tables are generated
-from these classes (:func:`field_tables`; a test keeps them equal).
+where step boundaries come from).
+
+- Requests: one class per operation (its ``OP``), each argument with its default and bounds. The
+  client builds them (:func:`clamped` pulls a number into the bounds) and sends
+  :func:`request_to_wire`; the agent's server decodes each line once (:func:`request_from_wire`: an
+  unknown ``op``, a wrong type or a value out of bounds is :class:`BadRequest`) and the agent
+  dispatches on the type.
+- Replies: the agent builds them and sends :func:`to_wire`; the client decodes them
+  (:func:`from_wire`), and a field this version does not know is logged once, never dropped silently.
+
+PROTOCOL.md's tables are generated from these classes (:func:`field_tables`; a test keeps them equal).
 
 Standard library only: the agent imports this module inside a process whose environment is not
 gpudoctor's. It must never import torch, the rest of gpudoctor, or anything third-party.
@@ -15,20 +22,22 @@ gpudoctor's. It must never import torch, the rest of gpudoctor, or anything thir
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import math
 import types
 import typing
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-#: Bumped when a reply changes incompatibly; new optional fields do not bump it.
-PROTOCOL_VERSION = 2
-
-#: Bounds of the request numbers (the agent refuses a value outside them, NaN and infinities included).
-STATS_WINDOW_S = (0.5, 3600.0)
-PROFILE_STEPS = (1, 100)
-PROFILE_TIMEOUT_S = (1.0, 3600.0)
+#: Bumped when the set of requests or a reply changes incompatibly; a new optional reply field does not
+#: bump it. 3: typed requests, listed in the hello reply (``requests``); detach/unload answer a
+#: ``DetachReply``. A client takes an agent of an older version with a warning (an agent injected by an
+#: earlier gpudoctor lives as long as its job) and reads the fields that version sent.
+PROTOCOL_VERSION = 3
+#: The requests every protocol-2 agent serves (its hello reply does not list them).
+V2_REQUESTS = ("hello", "stats", "profile", "profile_status", "detach", "unload")
 
 log = logging.getLogger("gpudoctor.agent.protocol")
 _reported_unknown: set[tuple[str, str]] = set()
@@ -99,9 +108,165 @@ def _doc(text: str, unit: str = "", fact: bool = True) -> Any:
     return field(default=None, metadata={"doc": text, "unit": unit, "fact": fact})
 
 
+# -- requests ------------------------------------------------------------------------------------
+
+
+class BadRequest(ValueError):
+    """A well-formed request line the agent refuses (one sentence, sent back as the error; the
+    connection stays open)."""
+
+
+def _arg(default: Any, text: str, unit: str = "", bounds: tuple[float, float] | None = None,
+         max_len: int | None = None) -> Any:
+    """A request argument: its default when absent, and the bounds the agent enforces (numbers:
+    finite and within ``bounds``; texts: 1 to ``max_len`` characters)."""
+    return field(default=default, metadata={"doc": text, "unit": unit, "bounds": bounds, "max_len": max_len})
+
+
+@dataclass(frozen=True)
+class HelloRequest:
+    """Who the agent is (a ``HelloReply``); ``client`` names the client for reference-counted detach.
+    A client that gives none counts only while its connection is open."""
+
+    OP: ClassVar[str] = "hello"
+    #: Sent again, once, on a fresh connection when the agent closed the old one.
+    IDEMPOTENT: ClassVar[bool] = True
+
+    client: str | None = _arg(None, "the client's token", max_len=64)
+
+
+@dataclass(frozen=True)
+class StatsRequest:
+    """Step statistics over the last ``window_s`` seconds (a ``StatsReply``: every field of
+    ``StepStats``, flat, plus the raw extras)."""
+
+    OP: ClassVar[str] = "stats"
+    IDEMPOTENT: ClassVar[bool] = True
+
+    window_s: float = _arg(10.0, "how far back the statistics reach", "s", bounds=(0.5, 3600.0))
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """Arm a torch.profiler window of ``steps`` steps (a ``ProfileReply``). Refused (``ok: false``,
+    plus the ``ProfileReply`` fields) when a window is already armed or recording, or when a
+    torch.profiler session the user started is active (left alone)."""
+
+    OP: ClassVar[str] = "profile"
+    IDEMPOTENT: ClassVar[bool] = False
+
+    steps: int = _arg(3, "steps to record (an integer)", bounds=(1, 100))
+    timeout_s: float = _arg(120.0, "how long an armed window waits for a step before it fails", "s",
+                            bounds=(1.0, 3600.0))
+
+
+@dataclass(frozen=True)
+class ProfileStatusRequest:
+    """Where the profile window stands (a ``ProfileReply``)."""
+
+    OP: ClassVar[str] = "profile_status"
+    IDEMPOTENT: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class DetachRequest:
+    """This client is done (a ``DetachReply``). Only when no other client is attached (a connection
+    open, or a named client seen in the last 120 s) does the agent unload: the hooks, the thread and
+    the socket go. A recording profile window is finished at the next step (on the training thread)
+    and its trace still written; only then do its hooks go."""
+
+    OP: ClassVar[str] = "detach"
+    IDEMPOTENT: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class UnloadRequest:
+    """Unload as ``detach`` does, whoever else is attached (a ``DetachReply``)."""
+
+    OP: ClassVar[str] = "unload"
+    IDEMPOTENT: ClassVar[bool] = True
+
+
+Request = HelloRequest | StatsRequest | ProfileRequest | ProfileStatusRequest | DetachRequest | UnloadRequest
+#: Every request type, in PROTOCOL.md's order; the agent has one handler for each (a test checks).
+REQUESTS: tuple[type, ...] = typing.get_args(Request)
+REQUEST_BY_OP: dict[str, type] = {cls.OP: cls for cls in REQUESTS}  # type: ignore[attr-defined]
+
+
+def bounds(cls: type, name: str) -> tuple[float, float]:
+    """The bounds the agent enforces on the number ``name`` of request ``cls``."""
+    found = next(f for f in dataclasses.fields(cls) if f.name == name).metadata["bounds"]
+    return (found[0], found[1])
+
+
+def _is_integer(cls: type, f: dataclasses.Field[Any]) -> bool:
+    return typing.get_type_hints(cls)[f.name] is int
+
+
+def request_to_wire(request: Request) -> dict[str, Any]:
+    """A request as the JSON object the client sends (arguments left at None are not sent)."""
+    out: dict[str, Any] = {"op": request.OP}
+    for f in dataclasses.fields(request):
+        value = getattr(request, f.name)
+        if value is not None:
+            out[f.name] = value
+    return out
+
+
+def request_from_wire(obj: dict[str, Any]) -> Request:
+    """The typed request of one decoded line; :class:`BadRequest` (one sentence) for an unknown ``op``,
+    an argument of the wrong type or out of its bounds. Keys the request does not know are ignored (a
+    newer client's optional arguments)."""
+    op = obj.get("op")
+    cls = REQUEST_BY_OP.get(op) if isinstance(op, str) else None
+    if cls is None:
+        raise BadRequest(f"unknown request {str(op)[:40]!r}.")
+    values = {f.name: _checked_arg(cls, f, obj[f.name]) for f in dataclasses.fields(cls) if f.name in obj}
+    return cls(**values)
+
+
+def _checked_arg(cls: type, f: dataclasses.Field[Any], value: Any) -> Any:
+    low_high, max_len = f.metadata.get("bounds"), f.metadata.get("max_len")
+    if low_high is not None:
+        low, high = low_high
+        integer = _is_integer(cls, f)
+        kind = "an integer" if integer else "a number"
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+            raise BadRequest(f"{f.name} must be {kind} from {low:g} to {high:g}.")
+        if not math.isfinite(value) or not low <= value <= high:
+            raise BadRequest(f"{f.name} must be {kind} from {low:g} to {high:g}, not {str(value)[:20]}.")
+        return int(value) if integer else float(value)
+    if max_len is not None and value is not None and (not isinstance(value, str) or not value
+                                                       or len(value) > max_len):
+        raise BadRequest(f"{f.name} must be a string of 1 to {max_len} characters.")
+    return value
+
+
+_R = TypeVar("_R")
+
+
+def clamped(cls: type[_R], **values: Any) -> _R:
+    """Request ``cls`` with each bounded number pulled into its bounds (the client's side of the bounds
+    the agent enforces); NaN is the argument's default."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        f = fields[name]
+        low_high = f.metadata.get("bounds")
+        if low_high is not None:
+            number = float(value)
+            number = float(typing.cast(float, f.default)) if math.isnan(number) else min(max(number, low_high[0]), low_high[1])
+            value = int(number) if _is_integer(cls, f) else number
+        out[name] = value
+    return cls(**out)
+
+
+# -- replies -------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class HelloReply:
-    """``{"op": "hello"}``: who the agent is."""
+    """The answer to ``hello``: who the agent is."""
 
     protocol: int = field(default=PROTOCOL_VERSION, metadata={"doc": "protocol version of the agent"})
     pid: int = field(default=0, metadata={"doc": "the target's process id"})
@@ -113,6 +278,12 @@ class HelloReply:
     rank: int | None = _doc("RANK from the environment")
     local_rank: int | None = _doc("LOCAL_RANK from the environment")
     world_size: int | None = _doc("WORLD_SIZE from the environment")
+    requests: tuple[str, ...] = field(default=(), metadata={"doc": "the requests (op) this agent serves; "
+                                                                   "empty from a protocol-2 agent"})
+
+    def serves(self) -> tuple[str, ...]:
+        """The requests this agent serves (a protocol-2 agent's hello does not list them)."""
+        return self.requests or V2_REQUESTS
 
 
 @dataclass(frozen=True)
@@ -195,7 +366,7 @@ class StepStats:
 
 @dataclass(frozen=True)
 class StatsReply:
-    """``{"op": "stats", "window_s": 10}``: a :class:`StepStats` (flat on the wire) and raw extras."""
+    """The answer to ``stats``: a :class:`StepStats` (flat on the wire) and raw extras."""
 
     stats: StepStats
     recent_step_times_ms: tuple[float, ...] = field(default=(), metadata={"doc": "≤ 64 most recent step times",
@@ -209,7 +380,7 @@ class StatsReply:
 
 @dataclass(frozen=True)
 class ProfileReply:
-    """``{"op": "profile", ...}`` and ``{"op": "profile_status"}``: where the profile window stands."""
+    """The answer to ``profile`` and ``profile_status``: where the profile window stands."""
 
     status: ProfileState = field(default=ProfileState.IDLE, metadata={"doc": "ProfileState"})
     steps_requested: int = field(default=0, metadata={"doc": "steps asked for"})
@@ -230,13 +401,22 @@ class ProfileReply:
         return str(self.status)
 
 
+@dataclass(frozen=True)
+class DetachReply:
+    """``detach`` and ``unload``: whether the agent unloads."""
+
+    unloaded: bool = field(default=False, metadata={"doc": "true: the agent unloads (no other client is "
+                                                           "attached, or unload)"})
+    clients: int = field(default=0, metadata={"doc": "the other clients that keep it loaded"})
+
+
 #: The agent's live facts: every StepStats field not marked ``fact: False`` is a rule fact of the same
 #: name (live.facts passes them on; the fact registry's ``agent`` rows must be exactly these, a test
 #: checks). A new agent metric is one field here, its hook, its registry row and its rule.
 AGENT_FACTS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StepStats) if f.metadata.get("fact", True))
 
 #: Every reply type, for the PROTOCOL.md tables.
-REPLIES: tuple[type, ...] = (HelloReply, StatsReply, StepStats, ProfileReply)
+REPLIES: tuple[type, ...] = (HelloReply, StatsReply, StepStats, ProfileReply, DetachReply)
 
 
 def to_wire(reply: Any) -> dict[str, Any]:
@@ -313,17 +493,42 @@ def report_unknown(owner: str, names: set[str]) -> None:
                         "it is ignored.", owner, name)
 
 
+def _type_name(hint: Any) -> str:
+    name = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+    return name.replace(" | ", " or ")
+
+
+def request_table() -> str:
+    """The Markdown table of the requests: each with its arguments, defaults and bounds."""
+    rows = ["### Requests", "",
+            "One JSON object per line; `op` picks the request. An argument left out takes its default; a key "
+            "a request does not know is ignored. A value of the wrong type or out of its bounds, or an unknown "
+            "`op`, is answered `ok: false` with one sentence and the connection stays open.", "",
+            "| request | argument | type | default | bounds | meaning |", "|---|---|---|---|---|---|"]
+    for cls in REQUESTS:
+        example = json.dumps(request_to_wire(cls()))
+        doc = " ".join((cls.__doc__ or "").split()).replace("``", "`")
+        rows.append(f"| `{example}` | | | | | {doc} |")
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            low_high, max_len = f.metadata.get("bounds"), f.metadata.get("max_len")
+            limit = (f"{low_high[0]:g}–{low_high[1]:g} {f.metadata.get('unit', '')}".strip() if low_high
+                     else f"1–{max_len} characters" if max_len else "")
+            rows.append(f"| | `{f.name}` | {_type_name(hints[f.name])} | {json.dumps(f.default)} | {limit} | "
+                        f"{f.metadata.get('doc', '')} |")
+    return "\n".join(rows)
+
+
 def field_tables() -> str:
-    """The Markdown field tables of PROTOCOL.md, one per reply type."""
-    parts = []
+    """The Markdown tables of PROTOCOL.md: the requests, then one field table per reply type."""
+    parts = [request_table()]
     for cls in REPLIES:
         hints = typing.get_type_hints(cls)
         rows = [f"### {cls.__name__}", "", (cls.__doc__ or "").strip().splitlines()[0], "",
                 "| field | type | unit | meaning |", "|---|---|---|---|"]
         for f in dataclasses.fields(cls):
             hint = hints[f.name]
-            type_name = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
-            type_name = type_name.replace(" | ", " or ")
+            type_name = _type_name(hint)
             if dataclasses.is_dataclass(hint):
                 rows.append(f"| *(every field of {type_name}, flat)* | | | |")
                 continue

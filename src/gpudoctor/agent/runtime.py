@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import math
 import os
 import sys
 import threading
 import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +25,21 @@ from gpudoctor.agent.collectives import CollectiveTimer
 from gpudoctor.agent.paths import ensure_private_dir, socket_name
 from gpudoctor.agent.profiling import ProfileWindow
 from gpudoctor.agent.protocol import (
-    PROFILE_STEPS,
-    PROFILE_TIMEOUT_S,
     PROTOCOL_VERSION,
-    STATS_WINDOW_S,
+    REQUESTS,
+    DetachReply,
+    DetachRequest,
     HelloReply,
+    HelloRequest,
+    ProfileRequest,
     ProfileState,
+    ProfileStatusRequest,
+    Request,
     StatsReply,
+    StatsRequest,
     StepSource,
     StepStats,
+    UnloadRequest,
     to_wire,
 )
 from gpudoctor.agent.server import AgentServer, Peer
@@ -48,7 +54,6 @@ FAST_TICK_S = 0.005
 #: counts for this long after its last request: it re-connects. One that closed its connection itself
 #: no longer counts.
 CLIENT_LEASE_S = 120.0
-MAX_CLIENT_TOKEN = 64
 MAX_CLIENTS = 64
 
 _EXPLICIT = StepSource.EXPLICIT      # Enum attribute lookups cost ~0.5 µs; the step path uses these
@@ -92,6 +97,9 @@ class Agent:
         self.syncs = SyncCounter()
         self.torch_hooks = hooks.TorchHooks(self)
         self.clients: dict[str, float] = {}   # client token -> when it last sent a request (monotonic)
+        # one handler per request type of the protocol, ``_on_<op>`` (a missing one fails at start)
+        self._handlers: dict[type, Callable[[Any, Peer], dict[str, Any]]] = {
+            cls: getattr(self, f"_on_{cls.OP}") for cls in REQUESTS}  # type: ignore[attr-defined]
         self.server = AgentServer(directory / socket_name(self.pid), self.handle, self.tick, self.on_close)
 
     # -- training thread (hot path) ----------------------------------------------------------
@@ -143,47 +151,40 @@ class Agent:
         self.profile.tick(self._typical_step_s())
         return FAST_TICK_S if self.torch_hooks.waiting_for_torch() else None
 
-    def handle(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
-        try:
-            return self._handle(request, peer)
-        except BadRequest as exc:
-            return {"ok": False, "error": str(exc)}
-
-    def _handle(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
-        op = request.get("op")
-        if op == "hello":
-            token = request.get("client")
-            if token is not None:
-                if not isinstance(token, str) or not token or len(token) > MAX_CLIENT_TOKEN:
-                    raise BadRequest(f"client must be a string of 1 to {MAX_CLIENT_TOKEN} characters.")
-                peer.client, peer.named = token, True
+    def handle(self, request: Request, peer: Peer) -> dict[str, Any]:
+        """One typed request (the server decoded and checked it) to its reply, dispatched on its type."""
+        if isinstance(request, HelloRequest) and request.client is not None:
+            peer.client, peer.named = request.client, True
         if peer.named:  # a client without a token counts only while its connection is open
             self.clients[peer.client] = time.monotonic()
             if len(self.clients) > MAX_CLIENTS:  # bounded, whatever tokens a client makes up
                 del self.clients[min(self.clients, key=self.clients.__getitem__)]
-        if op == "hello":
-            return to_wire(self.hello())
-        if op == "stats":
-            window_s = _number(request, "window_s", 10.0, *STATS_WINDOW_S)
-            return to_wire(self.stats(window_s))
-        if op == "profile":
-            steps = int(_number(request, "steps", 3, *PROFILE_STEPS, integer=True))
-            timeout_s = _number(request, "timeout_s", 120.0, *PROFILE_TIMEOUT_S)
-            refusal = self.profile.request(steps, timeout_s)
-            if refusal:
-                return {**to_wire(self.profile.snapshot()), "ok": False, "error": refusal}
-            return to_wire(self.profile.snapshot())
-        if op == "profile_status":
-            return to_wire(self.profile.snapshot())
-        if op == "detach":
-            others = self.release(peer.client, peer)
-            if not others:
-                threading.Thread(target=detach, name="gpudoctor-agent-detach", daemon=True).start()
-            return {"ok": True, "unloaded": not others, "clients": len(others)}
-        if op == "unload":
+        return self._handlers[type(request)](request, peer)
+
+    def _on_hello(self, request: HelloRequest, peer: Peer) -> dict[str, Any]:
+        return to_wire(self.hello())
+
+    def _on_stats(self, request: StatsRequest, peer: Peer) -> dict[str, Any]:
+        return to_wire(self.stats(request.window_s))
+
+    def _on_profile(self, request: ProfileRequest, peer: Peer) -> dict[str, Any]:
+        refusal = self.profile.request(request.steps, request.timeout_s)
+        if refusal:
+            return {**to_wire(self.profile.snapshot()), "ok": False, "error": refusal}
+        return to_wire(self.profile.snapshot())
+
+    def _on_profile_status(self, request: ProfileStatusRequest, peer: Peer) -> dict[str, Any]:
+        return to_wire(self.profile.snapshot())
+
+    def _on_detach(self, request: DetachRequest, peer: Peer) -> dict[str, Any]:
+        others = self.release(peer.client, peer)
+        if not others:
             threading.Thread(target=detach, name="gpudoctor-agent-detach", daemon=True).start()
-            return {"ok": True, "unloaded": True, "clients": 0}
-        raise BadRequest(f"unknown request {str(op)[:40]!r}.")
+        return to_wire(DetachReply(unloaded=not others, clients=len(others)))
+
+    def _on_unload(self, request: UnloadRequest, peer: Peer) -> dict[str, Any]:
+        threading.Thread(target=detach, name="gpudoctor-agent-detach", daemon=True).start()
+        return to_wire(DetachReply(unloaded=True, clients=0))
 
     def on_close(self, peer: Peer, evicted: bool) -> None:
         """A connection closed: a client that closed its own is gone (unless connected again)."""
@@ -208,7 +209,8 @@ class Agent:
             torch=getattr(torch, "__version__", None) if torch else None,
             source=self.source, step_source=self.step_source, started_at=self.started_at,
             rank=_dist_value("get_rank", "RANK"), local_rank=_env_int("LOCAL_RANK"),
-            world_size=_dist_value("get_world_size", "WORLD_SIZE"))
+            world_size=_dist_value("get_world_size", "WORLD_SIZE"),
+            requests=tuple(cls.OP for cls in REQUESTS))  # type: ignore[attr-defined]
 
     def _typical_step_s(self) -> float | None:
         """The 90th-percentile of the last steps (how long 'no step for a while' must be), or None."""
@@ -293,24 +295,6 @@ class Agent:
         n = self.mem_recorded
         count = min(n, MEM_HISTORY)
         return [(self.mem_step[i], self.mem_bytes[i]) for i in ((n - count + k) % MEM_HISTORY for k in range(count))]
-
-
-class BadRequest(ValueError):
-    """A request the agent refuses (one sentence, sent back as the error)."""
-
-
-def _number(request: dict[str, Any], name: str, default: float, low: float, high: float,
-            integer: bool = False) -> float:
-    """``request[name]`` as a finite number in [low, high] (``default`` when absent); else BadRequest."""
-    if name not in request:
-        return float(default)
-    value = request[name]
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise BadRequest(f"{name} must be {kind} from {low:g} to {high:g}.")
-    if not math.isfinite(value) or not low <= value <= high:
-        raise BadRequest(f"{name} must be {kind} from {low:g} to {high:g}, not {str(value)[:20]}.")
-    return float(value)
 
 
 def _dist_value(getter: str, env_name: str) -> int | None:

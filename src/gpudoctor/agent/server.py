@@ -1,14 +1,17 @@
 """The agent's Unix-socket server: one daemon thread, a fixed set of JSON requests, peer uid checked.
 
 Runs inside the training process, so it imports only the standard library. It never executes
-anything received over the socket: each request names one of a few operations, and the handler
-(in :mod:`gpudoctor.agent.runtime`) maps it to a reply.
+anything received over the socket: each line is decoded once into one of the typed requests of
+:mod:`gpudoctor.agent.protocol`, and the handler (in :mod:`gpudoctor.agent.runtime`) dispatches on
+its type to a reply.
 
 It must survive any bytes a client sends (tests/fuzz/corpus/agent/wire.toml holds the hostile cases):
 
 - a line longer than ``MAX_REQUEST_BYTES`` is answered with an error and the connection closed;
 - a line that does not decode (not UTF-8, not JSON, nested too deeply, ``NaN``/``Infinity``, not an
   object) is answered with an error and the connection closed;
+- an object that is no request (unknown ``op``, an argument of the wrong type or out of its bounds) is
+  answered with an error (:class:`~gpudoctor.agent.protocol.BadRequest`); the connection stays;
 - a handler exception, or a reply that cannot be encoded, is answered with an error; nothing a
   connection does can end the loop (each event is handled in its own ``try``);
 - a connection that starts a line and does not finish it within ``READ_TIMEOUT_S``, or says nothing
@@ -30,6 +33,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from gpudoctor.agent.protocol import BadRequest, Request, request_from_wire
 
 MAX_REQUEST_BYTES = 4096
 MAX_CONNECTIONS = 8
@@ -58,7 +63,7 @@ class Peer:
         self.named = False                          # True once the client gave a token
 
 
-Handler = Callable[[dict[str, Any], Peer], dict[str, Any]]
+Handler = Callable[[Request, Peer], dict[str, Any]]
 #: Told of each closed connection: the peer, and True when the agent closed it (evicted, timed out,
 #: undecodable) rather than the client (end of file).
 OnClose = Callable[[Peer, bool], None]
@@ -275,12 +280,14 @@ class AgentServer:
     def _answer(self, peer: Peer, line: bytes) -> bool:
         """Answer one line; False when the connection must close (it sent something undecodable)."""
         try:
-            request = decode_request(line)
+            obj = decode_request(line)
         except ValueError as exc:
             self._send(peer.conn, {"ok": False, "error": str(exc)})
             return False
         try:
-            reply = self._handler(request, peer)
+            reply = self._handler(request_from_wire(obj), peer)
+        except BadRequest as exc:  # well-formed, but no request this agent serves: refused, the connection stays
+            reply = {"ok": False, "error": str(exc)}
         except Exception as exc:  # a bug in the agent: answer it, never raise into the target
             reply = {"ok": False, "error": f"agent error: {type(exc).__name__}: {str(exc)[:200]}"}
         return self._send(peer.conn, reply)
