@@ -1,7 +1,7 @@
 """The live verdict when attach's profile window caught unrepresentative steps (a bursty DataLoader).
 
 Real numbers: pytorch/examples ImageNet ``--dummy`` (ResNet-50, 4 workers) under ``gpudoctor run`` on
-the H200 (bench/results/h200-realscripts-7/part2.json): the automatic 5-step window's trace said
+the H200 (tests/data/gpu_runs/h200-realscripts-7/part2.json): the automatic 5-step window's trace said
 "GPU busy 93% of a 128.5 ms step" while the agent measured 4.26 steps/s with 51% of the step in the
 DataLoader; 12 workers then ran 1.66× faster. With 12 workers the window and the loop agree.
 """
@@ -16,7 +16,7 @@ import pytest
 from gpudoctor.bottleneck import verdict_from_parts
 from gpudoctor.live.bottleneck import reconciled_bottleneck
 
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200-realscripts-7" / "part2.json"
+RESULTS = Path(__file__).resolve().parents[2] / "tests" / "data" / "gpu_runs" / "h200-realscripts-7" / "part2.json"
 
 
 def _run(variant: str) -> tuple:
@@ -69,34 +69,38 @@ def test_without_a_measured_input_wait_the_trace_verdict_stands(job: dict) -> No
 
 
 
-def _live_gd102(job: dict) -> object:
+def _live_gd102_findings(job: dict) -> list:
     from gpudoctor.catalog import load_catalog
     from gpudoctor.catalog.engine import evaluate
-    from gpudoctor.live.facts import impact_values
+    from gpudoctor.live.facts import impact_values, input_values, loader_values
     from gpudoctor.model import FactSet, Location, Source
 
     job = {**job, "window_steps": 100}
-    job.update(impact_values(job))
+    for derive in (impact_values, loader_values, input_values):   # as live/facts.job_factsets does
+        job.update(derive(job))
     result = evaluate(load_catalog().select(["GD102"]), [FactSet("job", Source.LIVE, job, Location(pid=1))],
                       [Source.LIVE])
-    return next(f.impact for f in result.findings if f.impact is not None)
+    return list(result.findings)
 
 
-def test_live_cost_is_the_wait_per_mean_step_that_the_fix_removed() -> None:
-    # the re-run of the same script (bench/results/h200-realscripts-7/reconcile/): 4 workers, median step
-    # 122 ms — as with 12 workers —, mean 188 ms; 12 workers then measured 5.33 → 8.05 steps/s
+def test_a_wait_not_split_by_cause_promises_no_gain_from_workers() -> None:
+    # the re-run of the same script (tests/data/gpu_runs/h200-realscripts-7/reconcile/): 4 workers, 51% wait, and
+    # an agent from before the wait was split by cause (issue 36). More workers measured 5.33 -> 8.05
+    # steps/s there, but that run alone does not say which part of the wait workers remove (restarts and
+    # each epoch's first batches they do not): GD102 makes no estimate from the total wait.
     runs = json.loads((RESULTS.parent / "reconcile" / "realscripts_part2.json").read_text())["runs"]
-    base, fixed = (next(r for r in runs if r["variant"] == v) for v in ("base", "workers"))
-    measured_saved_ms = 1000.0 / base["steps_per_s_agent"] - 1000.0 / fixed["steps_per_s_agent"]   # 63 ms
+    base = next(r for r in runs if r["variant"] == "base")
     job = {"steps_per_s": base["steps_per_s_agent"], "step_time_p50_ms": base["step_time_p50_ms"],
            "data_wait_pct": base["data_wait_pct"]}
-    impact = _live_gd102(job)
-    # workers hide 70–100% of the wait: the saved time the estimate implies brackets the measured one
-    assert 0.7 * impact.cost_ms_per_step <= measured_saved_ms <= impact.cost_ms_per_step
-    assert str(round(1000.0 / base["steps_per_s_agent"], 1)) in impact.basis
-    # the median step's wait share would claim less than the fix measured
-    median = _live_gd102({k: v for k, v in job.items() if k != "steps_per_s"})
-    assert median.cost_ms_per_step < measured_saved_ms
+    assert base["data_wait_pct"] > 40
+    assert not [f for f in _live_gd102_findings(job) if "waits for the DataLoader" in f.message]
+    # the same wait, split: all of it from 4 workers producing slower than the loop consumes -> the finding,
+    # naming that cause (its estimate needs the CPU count and the steady steps: tests/live/test_loader_scaling.py)
+    mean_ms = 1000.0 / base["steps_per_s_agent"]
+    split = {**job, "loader_workers": 4, "data_wait_steady_ms_per_step": base["data_wait_pct"] / 100 * mean_ms,
+             "data_wait_main_ms_per_step": 0.0}
+    found = [f for f in _live_gd102_findings(split) if "waits for the DataLoader" in f.message]
+    assert found and "workers producing slower than the loop" in found[0].message
 
 
 def test_the_session_shows_the_reconciled_verdict() -> None:

@@ -131,7 +131,7 @@ class RankWatch:
     def _load_client_module(self) -> None:
         if self._mod is None:
             try:
-                from gpudoctor.agent import client as mod
+                from gpudoctor.agent import inject as mod  # inject() and find_agent (agent.client's)
             except ImportError:
                 return
             self._mod = mod
