@@ -4,7 +4,7 @@ Why this exists: hatchling builds pure-Python wheels; this hook compiles the sca
 compiler Python was built with, against the stable ABI of Python 3.11 (one binary serves 3.11 and
 later), and tags the wheel for it. It is optional by design: without a compiler or Python's headers,
 on Python 3.10, or with ``GPUDOCTOR_PURE=1``, the wheel stays pure Python and gpudoctor reads traces
-through msgspec alone (same tables, about 1.7× the CPU time on big traces: bench/README.md).
+through msgspec alone (same tables, about 1.7× the CPU time on big traces: docs/bench-history.md).
 
 The module is written next to its source (ignored by git), so an editable install imports it too.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What does watching cost a Python-bound job? Step rate with ``gpudoctor attach`` on vs off, one process.
 
-bench/agent_overhead.py times the in-process agent alone. This one times the whole passive watcher
+bench/perf/agent_overhead.py times the in-process agent alone. This one times the whole passive watcher
 as a user runs it — ``gpudoctor attach PID --duration N`` with its injected agent, py-spy's stack
 windows, the process and NVML readings — on a job whose main process is busy in Python between steps
 (bench/validation/decode_job.py: images decoded in ``__getitem__`` with ``num_workers=0``; issue 36

@@ -8,7 +8,7 @@ example file shows the problem and its fix and nothing else.
 What it must not do: import anything beyond the standard library and torch (no torchvision, no
 numpy, no downloads), or hide a pathology of its own (no syncs, no extra copies in the timed loop).
 
-The final line every example prints is the contract with ``bench/gpu/validate_examples.py`` and the
+The final line every example prints is the contract with ``bench/validation/validate_examples.py`` and the
 tests::
 
     gpudoctor-example: steps_per_s=12.34 steps=100 seconds=8.10 device=cpu fix=0 name=input_bound

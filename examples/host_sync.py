@@ -31,7 +31,7 @@ def make_step(device: torch.device, variant: str = "planted", log_every: int = 1
               batch_size: int | None = None) -> tuple[Callable[[int], None], int]:
     """The training step and its batch size. ``variant``: ``planted`` (the fault), ``fixed`` (the fix),
     or ``no_reads`` — the planted per-parameter norms still launched but never read in the step (for
-    bench/gpu/host_sync_probe.py, which measures what the reads cost apart from the launches)."""
+    the host_sync_probe.py probe (docs/bench-history.md), which measures what the reads cost apart from the launches)."""
     on_cuda = device.type == "cuda"
     batch, features, hidden, layers = (batch_size or 8192, 512, 2048, 8) if on_cuda else \
         (batch_size or 64, 128, 256, 4)

@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="with --fix: built-ins only, no torch.compile")
     parser.add_argument("--graphs-only", action="store_true",
                         help="without --fix: GD303's own fix alone — the hand-rolled ops kept, the model compiled "
-                             "with mode=reduce-overhead (bench/gpu/launch_bound_rates.py)")
+                             "with mode=reduce-overhead (the launch_bound_rates.py probe (docs/bench-history.md))")
     args = parser.parse_args()
     device = setup(args, "launch_bound")
     on_cuda = device.type == "cuda"

@@ -1,7 +1,7 @@
 """The fault zoo's catalog: each example, its planted problem, the finding it should cause, its fix.
 
 Why this exists: the README table, the CPU tests (tests/examples/) and the GPU validation
-(bench/gpu/validate_examples.py) all need the same facts about the examples; keeping them in one
+(bench/validation/validate_examples.py) all need the same facts about the examples; keeping them in one
 place stops the three from drifting apart.
 
 What it must not do: import torch (the validation harness reads it without starting torch).

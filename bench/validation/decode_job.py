@@ -4,7 +4,7 @@
 The input side of issue 36's Lightning job without Lightning: JPEG bytes made once in memory, decoded
 and augmented per sample in ``__getitem__`` (PIL + torchvision transforms where installed), so with
 ``num_workers=0`` the main process is busy in Python/C decoding between steps. Prints progress lines
-in DCGAN's format, ``[epoch/epochs][i/len]``, one per step, which bench/gpu/realscripts/patchruns.py
+in DCGAN's format, ``[epoch/epochs][i/len]``, one per step, which bench/validation/realscripts/patchruns.py
 times.
 
 Without torchvision or PIL (this project's CPU machine), ``--tiny`` stands in with a zlib-compressed

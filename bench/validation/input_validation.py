@@ -2,7 +2,7 @@
 """Issue 36 on real jobs: does each input finding name the fix that removes its wait, and is its estimate right?
 
 Two jobs, each diagnosed once under ``gpudoctor run`` and then timed with one fix at a time applied and
-no tool in the process (bench/gpu/realscripts/patchruns.py: the job's own progress lines, after a
+no tool in the process (bench/validation/realscripts/patchruns.py: the job's own progress lines, after a
 warm-up):
 
 - **DCGAN** (pytorch/examples ``dcgan/main.py --dataset fake``: 2 workers forked again every 16-step
@@ -36,7 +36,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO / "bench" / "gpu"))
+sys.path.insert(0, str(REPO / "bench" / "validation"))
 sys.path.insert(0, str(REPO / "bench"))
 import watcher_overhead  # noqa: E402
 from realscripts import patchruns, procs  # noqa: E402

@@ -3,7 +3,7 @@
 Why this exists: gpudoctor's estimates must bracket what each fix really gains. For each script —
 the plain GPT-2 124M of ``gpt2_train.py`` (batch 16 × 1024, hand-written attention), karpathy/nanoGPT's
 ``train.py`` with flash attention turned off, and a Hugging Face ``Trainer`` GPT-2 with eager attention
-(``bench/gpu/realscripts/hf_trainer_gpt2.py``) — this harness, in one run:
+(``bench/validation/realscripts/hf_trainer_gpt2.py``) — this harness, in one run:
 
 1. measures the baseline's steps/s (the script's own timing lines, after its warm-up);
 2. records a torch.profiler trace of a few baseline steps (``profile_wrap.py``: the script unmodified,
@@ -42,7 +42,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO / "bench" / "gpu"))
+sys.path.insert(0, str(REPO / "bench" / "validation"))
 from realscripts import datagen, procs  # noqa: E402
 
 #: fix → the rules whose finding names it (the first one found is compared)
@@ -156,7 +156,7 @@ def scripts(args: argparse.Namespace, work: Path) -> dict[str, Script]:
             {"bf16": ["--dtype=bfloat16"], "sdpa": [], "compile": ["--compile=True"]}, "nanogpt",
             measure={"profile": ["--max_iters=100000"]}, cwd_for={"sdpa": flash_on})
     if args.hf:
-        hf = [str(REPO / "bench" / "gpu" / "realscripts" / "hf_trainer_gpt2.py"), "--output_dir", str(work / "hf_out"),
+        hf = [str(REPO / "bench" / "validation" / "realscripts" / "hf_trainer_gpt2.py"), "--output_dir", str(work / "hf_out"),
               "--max_steps", str(warm + steps), "--logging_steps", "1000", "--save_strategy", "no",
               "--report_to", "none", "--attn_implementation", "eager"]
         if tiny:

@@ -1,7 +1,7 @@
 """The multi-GPU validation's plumbing, on the CPU: the job under torchrun (gloo) and the tables.
 
-``bench/gpu/dist_job.py`` runs 2 real gloo ranks here with its tiny CPU model; the GPU run (NCCL,
-2×H200) is the lead's. ``bench/gpu/multigpu_validation.py``'s verdict/table/markdown functions are
+``bench/validation/dist_job.py`` runs 2 real gloo ranks here with its tiny CPU model; the GPU run (NCCL,
+2×H200) is the lead's. ``bench/validation/multigpu_validation.py``'s verdict/table/markdown functions are
 fed canned reports in the shape ``gpudoctor … --format json`` prints.
 """
 
@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-JOB = REPO / "bench" / "gpu" / "dist_job.py"
+JOB = REPO / "bench" / "validation" / "dist_job.py"
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 
 
 def _load_validation() -> Any:
-    spec = importlib.util.spec_from_file_location("multigpu_validation", REPO / "bench/gpu/multigpu_validation.py")
+    spec = importlib.util.spec_from_file_location("multigpu_validation", REPO / "bench/validation/multigpu_validation.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -178,7 +178,7 @@ def test_kill_tree_kills_children_in_their_own_sessions(tmp_path: Path) -> None:
 
 
 def _load_hta_overlap() -> Any:
-    spec = importlib.util.spec_from_file_location("hta_rank_overlap", REPO / "bench/hta_rank_overlap.py")
+    spec = importlib.util.spec_from_file_location("hta_rank_overlap", REPO / "bench/perf/hta_rank_overlap.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,6 +1,6 @@
 """A live finding that could not say what it costs is withdrawn once a profile window judged its rule clean.
 
-The case: accelerate's cv_example on the H200 (bench/results/h200-accelerate-cv/). The agent read
+The case: accelerate's cv_example on the H200 (tests/data/gpu_runs/h200-accelerate-cv/). The agent read
 ``torch.backends.cuda.matmul.allow_tf32 == False`` and GD202 said, live and without an estimate, that
 fp32 matmuls use CUDA cores — "how much GPU time they take needs a profile window". The window
 measured it: the convolutions already ran in TF32 (cuDNN's own flag), GD202's trace block did not fire,

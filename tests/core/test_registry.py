@@ -6,8 +6,8 @@ Two directions, both on real code and data:
   (:mod:`gpudoctor.catalog.registry_check` reads the source with ``ast``); a planted fact that no
   producer writes is reported, and so is a dataclass field that is declared but never filled;
 - dynamic: analysing every real trace (``/work/shared/traces``, the H200 rank traces under
-  ``bench/results``, the recorded CPU traces), rebuilding the live fact sets of the H200 attach/run
-  reports under ``bench/results`` from their samples, and statically checking every fixture and
+  ``tests/data/gpu_runs``, the recorded CPU traces), rebuilding the live fact sets of the H200 attach/run
+  reports under ``tests/data/gpu_runs`` from their samples, and statically checking every fixture and
   example emits only facts the registry declares for that source and scope;
 - docs: ``docs/facts.md`` is the registry rendered (:mod:`gpudoctor.catalog.registry_docs`).
 
@@ -135,7 +135,7 @@ def test_every_fact_the_real_traces_produce_is_declared(
 def test_every_live_fact_rebuilt_from_recorded_h200_reports_is_declared() -> None:
     make_cases = _make_cases()
     recorded = list(make_cases.recorded_live_factsets())
-    assert {"gpu", "job", "run"} <= {r.scope for r in recorded}, "bench/results should hold live reports"
+    assert {"gpu", "job", "run"} <= {r.scope for r in recorded}, "tests/data/gpu_runs should hold live reports"
     factsets = [FactSet(r.scope, r.source, r.facts) for r in recorded]
     origin = {id(fs): r.origin for fs, r in zip(factsets, recorded)}
     undeclared = _undeclared(factsets, origin)

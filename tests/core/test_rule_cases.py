@@ -30,8 +30,8 @@ from gpudoctor.model import Source
 CASES = Path(__file__).resolve().parents[1] / "data" / "rule_cases"
 CASE_SOURCES = (Source.LIVE, Source.TRACE)
 
-_ZOO = ("needs a new recording: `python3.12 bench/gpu/record_rule_cases.py --only {}` on the H200, its report "
-        "copied to bench/results/<run>/rule_cases/, then make_cases.py (the last zoo run kept only its log)")
+_ZOO = ("needs a new recording: `python3.12 bench/validation/record_rule_cases.py --only {}` on the H200, its report "
+        "copied to tests/data/gpu_runs/<run>/rule_cases/, then make_cases.py (the last zoo run kept only its log)")
 _NOT_SEEN = "no recorded run had {}; a recording needs a machine that shows it (not producible on demand)"
 
 #: (rule code, block index) → why no recorded fact set fires it.
@@ -51,7 +51,7 @@ NO_CASE: dict[tuple[str, int], str] = {
     ("GD211", 2): "no H200 run recorded since the agent reads weight shapes (this landing); a real CPU loop with a 50257-way head covers it: tests/agent/test_steps.py, tests/live/test_unaligned_weights_live.py",
     ("GD106", 1): "the agent's worker-start facts are new: no recording of the zoo has them yet "
                   "(tests/live/test_worker_restarts.py runs the block on a real process; on the H200, "
-                  "bench/results/h200-dcgan/gd106/ holds a DCGAN report it fired in)",
+                  "tests/data/gpu_runs/h200-dcgan/gd106/ holds a DCGAN report it fired in)",
     ("GD301", 3): _ZOO.format("host_sync") + "; host_syncs_per_step from the agent is new this session (issue 13 item 6)",
     ("GD301", 4): _ZOO.format("host_sync"),
     ("GD305", 0): "no recorded run oversubscribed the CPUs; needs a zoo example with more intra-op threads + workers than allowed CPUs",
@@ -59,21 +59,21 @@ NO_CASE: dict[tuple[str, int], str] = {
     ("GD402", 0): "no recorded trace compiles inside its profiled steps; needs a profile window that starts before torch.compile's first call",
     ("GD402", 2): _ZOO.format("graph_breaks") + " with a shape change that recompiles",
     ("GD402", 3): "no recorded live run recompiled only in warm-up; needs nanoGPT compiled (its first eval-mode recompile) "
-                  "from bench/gpu/realscripts_validation.py, recorded with the windowed recompile count",
+                  "from bench/validation/realscripts_validation.py, recorded with the windowed recompile count",
     ("GD501", 0): _ZOO.format("memory_pressure"),
     ("GD501", 1): _ZOO.format("memory_pressure"),
     ("GD501", 2): "no recorded trace was profiled with profile_memory=True near the GPU's limit; needs memory_pressure profiled so",
     ("GD502", 0): _ZOO.format("memory_pressure") + " (the last zoo run missed GD502: no allocator retries were seen)",
     ("GD502", 1): _ZOO.format("memory_pressure"),
     ("GD503", 0): _ZOO.format("memory_creep"),
-    ("GD601", 1): "no recorded trace set has 3 or more ranks with NCCL collectives; needs a 4-GPU run of bench/gpu/multigpu_validation.py",
+    ("GD601", 1): "no recorded trace set has 3 or more ranks with NCCL collectives; needs a 4-GPU run of bench/validation/multigpu_validation.py",
     ("GD601", 5): "no recorded trace set has ranks whose steps cannot be compared one by one; HTA's distributed "
                   "traces in ../shared/traces/public/hta have them (tests/trace/test_rank_numbering.py)",
-    ("GD601", 4): "needs a new recording: `python3 bench/gpu/multigpu_validation.py` (compute case, agent comm hook in every rank) on 2 H200s",
-    ("GD609", 1): "no recorded run set NCCL_DEBUG=INFO; needs bench/gpu/multigpu_validation.py with NCCL_DEBUG=INFO in the job's environment",
-    ("GD610", 0): "no recorded run lost a rank; needs `python3.12 bench/gpu/ranks_validation.py` with a rank killed mid-run",
-    ("GD610", 1): "no recorded run stalled with ranks at different steps; needs `python3.12 bench/gpu/ranks_validation.py` with a hang",
-    ("GD613", 0): "no recorded run hung with every rank at the same step; needs `python3.12 bench/gpu/ranks_validation.py` with a hang",
+    ("GD601", 4): "needs a new recording: `python3 bench/validation/multigpu_validation.py` (compute case, agent comm hook in every rank) on 2 H200s",
+    ("GD609", 1): "no recorded run set NCCL_DEBUG=INFO; needs bench/validation/multigpu_validation.py with NCCL_DEBUG=INFO in the job's environment",
+    ("GD610", 0): "no recorded run lost a rank; needs `python3.12 bench/validation/ranks_validation.py` with a rank killed mid-run",
+    ("GD610", 1): "no recorded run stalled with ranks at different steps; needs `python3.12 bench/validation/ranks_validation.py` with a hang",
+    ("GD613", 0): "no recorded run hung with every rank at the same step; needs `python3.12 bench/validation/ranks_validation.py` with a hang",
     ("GD701", 0): _NOT_SEEN.format("a hardware, thermal or power-brake slowdown"),
     ("GD702", 0): _NOT_SEEN.format("a PCIe link below its maximum generation or width"),
     ("GD703", 0): "no recorded run shared its GPU; needs two zoo jobs started on one H200 (validate_examples.py runs one at a time)",

@@ -2,7 +2,7 @@
 
 On the H200 GD101 warned — critical above 60% idle — with no estimate on steps no rule could shorten:
 the small models of examples/input_bound.py and host_sync.py after their fixes, and of memory_creep.py
-(bench/results/h200-validate-examples-dec4-night). Without a verdict it keeps its severity.
+(tests/data/gpu_runs/h200-validate-examples-dec4-night). Without a verdict it keeps its severity.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pieces of bench/gpu/validate_examples.py that can be checked without a GPU or a long run."""
+"""Pieces of bench/validation/validate_examples.py that can be checked without a GPU or a long run."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _validator():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("validate_examples", REPO / "bench" / "gpu" / "validate_examples.py")
+    spec = importlib.util.spec_from_file_location("validate_examples", REPO / "bench" / "validation" / "validate_examples.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["validate_examples"] = module

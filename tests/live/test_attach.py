@@ -1,7 +1,7 @@
 """``gpudoctor attach`` on real CPU torch training loops: findings, safety, and user errors.
 
 Tested here with py-spy, /proc and /dev/shm evidence (``--no-agent``); NVML is absent on this
-machine, so GPU rules are "not evaluated" (the GPU path is exercised by bench/gpu/live_validation.py).
+machine, so GPU rules are "not evaluated" (the GPU path is exercised by bench/validation/live_validation.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The live verdict when attach's profile window caught unrepresentative steps (a bursty DataLoader).
 
 Real numbers: pytorch/examples ImageNet ``--dummy`` (ResNet-50, 4 workers) under ``gpudoctor run`` on
-the H200 (bench/results/h200-realscripts-7/part2.json): the automatic 5-step window's trace said
+the H200 (tests/data/gpu_runs/h200-realscripts-7/part2.json): the automatic 5-step window's trace said
 "GPU busy 93% of a 128.5 ms step" while the agent measured 4.26 steps/s with 51% of the step in the
 DataLoader; 12 workers then ran 1.66× faster. With 12 workers the window and the loop agree.
 """
@@ -16,7 +16,7 @@ import pytest
 from gpudoctor.bottleneck import verdict_from_parts
 from gpudoctor.live.bottleneck import reconciled_bottleneck
 
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200-realscripts-7" / "part2.json"
+RESULTS = Path(__file__).resolve().parents[2] / "tests" / "data" / "gpu_runs" / "h200-realscripts-7" / "part2.json"
 
 
 def _run(variant: str) -> tuple:
@@ -84,7 +84,7 @@ def _live_gd102_findings(job: dict) -> list:
 
 
 def test_a_wait_not_split_by_cause_promises_no_gain_from_workers() -> None:
-    # the re-run of the same script (bench/results/h200-realscripts-7/reconcile/): 4 workers, 51% wait, and
+    # the re-run of the same script (tests/data/gpu_runs/h200-realscripts-7/reconcile/): 4 workers, 51% wait, and
     # an agent from before the wait was split by cause (issue 36). More workers measured 5.33 -> 8.05
     # steps/s there, but that run alone does not say which part of the wait workers remove (restarts and
     # each epoch's first batches they do not): GD102 makes no estimate from the total wait.

@@ -1,7 +1,7 @@
 """GD102's bound on what more DataLoader workers can gain: the CPUs, measured on a real third-party job.
 
-The numbers are the H200 runs of accelerate's ``examples/cv_example.py`` (bench/gpu/accelerate_cv_validation.py,
-bench/results/h200-accelerate-cv/): 16 CPUs, ResNet-50d on JPEGs decoded by 4 workers; as is 97.9 ms per
+The numbers are the H200 runs of accelerate's ``examples/cv_example.py`` (bench/validation/accelerate_cv_validation.py,
+tests/data/gpu_runs/h200-accelerate-cv/): 16 CPUs, ResNet-50d on JPEGs decoded by 4 workers; as is 97.9 ms per
 step, 67% of it waiting for data, the GPU busy 18.2 ms; 8 workers measured 1.70× and 1.84×, 12 workers
 1.92× and 2.06×. After GD102's fix (8 workers): 50.3 ms, 63% waiting, the GPU busy 10.2 ms; 12 workers
 against those 8 measured 1.04× and 1.21× — the unbounded estimate had promised 1.80–2.74×.

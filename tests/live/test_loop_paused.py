@@ -56,7 +56,7 @@ def _gd101_process(started_s_ago: float | None, steps_total: int) -> list[str]:
 
 
 def test_a_young_process_whose_agent_counted_no_step_yet_is_starting_not_judged() -> None:
-    # The plain torchvision ResNet-50 loop, fp32 eager (H200, bench/results/h200-realscripts-6/):
+    # The plain torchvision ResNet-50 loop, fp32 eager (H200, tests/data/gpu_runs/h200-realscripts-6/):
     # GD101 from the start-up before its first step, 99% busy once it stepped.
     assert _gd101_process(20.0, 0) == []
     assert _gd101_process(600.0, 0) == ["GD101"]   # attached to an old process: no step seen is judged
@@ -112,7 +112,7 @@ def test_the_session_counts_steps_per_window_from_fresh_replies_only() -> None:
 
 
 def test_a_window_in_which_gpudoctors_own_profile_window_ran_is_not_judged() -> None:
-    # A plain torchvision ResNet-50 loop (H200, bench/results/h200-realscripts-5/): 99% busy in its
+    # A plain torchvision ResNet-50 loop (H200, tests/data/gpu_runs/h200-realscripts-5/): 99% busy in its
     # profiled steps, yet GD101 warned from the windows of the profile window and its export.
     factsets = build_factsets(10, [[_gpu(5.0)]], None, None, None, _steps(500), 30.0, 12, profiling=True)
     assert [f.code for f in evaluate(CATALOG, factsets, [Source.LIVE]).findings if f.code == "GD101"] == []

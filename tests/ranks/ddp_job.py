@@ -228,7 +228,7 @@ def main() -> None:
     p.add_argument("--read-delay-ms", type=float, default=2.5, help="per sample, on the slow rank")
     p.add_argument("--step-sleep-ms", type=float, default=0.0, help="pause after each step (long-running jobs)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                   help="cuda: rank r uses GPU r %% device_count (the bench/gpu validation)")
+                   help="cuda: rank r uses GPU r %% device_count (the bench/validation harness)")
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
     p.add_argument("--matmul-dim", type=int, default=256, help="size of the square matmuls of the work")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank")

@@ -1,5 +1,5 @@
 """The straggler tracker on per-rank numbers measured on 2×H200 (NCCL, DDP): the Ranks tables of the
-three bench/gpu/multigpu_validation.py runs in bench/results/. Each table is the agents' last window;
+three bench/validation/multigpu_validation.py runs in tests/data/gpu_runs/. Each table is the agents' last window;
 fed to the tracker for 3 windows (steady state) it must name the slow rank with the right cause and
 leave the healthy runs alone — including the +50% compute straggler whose score (0.69–0.79) sits at
 the threshold, caught by the waited-on signal."""
@@ -13,7 +13,7 @@ import pytest
 
 from gpudoctor.live.stragglers import RankWindow, StragglerTracker
 
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "tests" / "data" / "gpu_runs"
 RUNS = ["h200x2-multigpu-run1", "h200x2-multigpu-run2", "h200x2-multigpu-run3"]
 EXPECTED = {"healthy": None, "compute": (1, "compute"), "input": (1, "input")}
 
@@ -41,7 +41,7 @@ def _window(row: dict) -> RankWindow:
 CASES = _cases()
 
 
-@pytest.mark.skipif(not CASES, reason="bench/results/h200x2-multigpu-run* not here")
+@pytest.mark.skipif(not CASES, reason="tests/data/gpu_runs/h200x2-multigpu-run* not here")
 @pytest.mark.parametrize(("run", "mode", "table"), CASES, ids=[f"{c[0][-4:]}-{c[1]}" for c in CASES])
 def test_measured_h200_windows(run: str, mode: str, table: list[dict]) -> None:
     tracker = StragglerTracker()

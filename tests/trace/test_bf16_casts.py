@@ -1,6 +1,6 @@
 """GD201's bf16 estimate counts the casts autocast adds in an eager transformer (issue 35, item 2).
 
-The traces are the H200 Hugging Face GPT-2 ``Trainer`` runs of ``bench/gpu/remaining_gains_probe.py``
+The traces are the H200 Hugging Face GPT-2 ``Trainer`` runs of the ``remaining_gains_probe.py`` probe (docs/bench-history.md)
 (batch 8 × 1024, vocabulary 50257); ``probe.json`` holds the steps/s each variant measured.
 """
 
@@ -15,7 +15,7 @@ from gpudoctor.model import FactSet, Location, Source
 from gpudoctor.trace.metrics import compute_rank_metrics
 from gpudoctor.trace.reader import load_trace
 
-RUN = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200-remaining-gains"
+RUN = Path(__file__).resolve().parents[2] / "tests" / "data" / "gpu_runs" / "h200-remaining-gains"
 
 
 def _rate(name: str) -> float:

@@ -1,7 +1,7 @@
 """Communication share of GPU kernel time agrees with HTA 0.5.0's kernel-type breakdown, per rank.
 
 Reference numbers: HTA 0.5.0 ``get_gpu_kernel_breakdown(include_memory_kernels=True)`` on each
-trace alone (``bench/hta_rank_overlap.py`` prints them): COMMUNICATION in any category / all
+trace alone (``bench/perf/hta_rank_overlap.py`` prints them): COMMUNICATION in any category / all
 categories, and the plain "COMMUNICATION" row / all categories, in %.
 """
 

@@ -1,4 +1,4 @@
-"""Profile windows that the agent took of two planted examples on the H200 (bench/results/h200-validate-examples-dec4).
+"""Profile windows that the agent took of two planted examples on the H200 (tests/data/gpu_runs/h200-validate-examples-dec4).
 
 Both planted problems were missed there: the validation of 4 Dec found neither GD202 on
 examples/tf32_off.py (fixed: 4.6–5.1×) nor GD302 on examples/pageable_memcpy.py (fixed: 1.49–1.57×),

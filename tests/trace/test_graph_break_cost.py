@@ -2,7 +2,7 @@
 
 Real traces: the H200 ``compile_break`` trace (``.item()`` + ``print`` in forward: three graphs per
 call, a launch-bound step), the H200 Hugging Face GPT-2 ``Trainer`` (bf16 + torch.compile, five
-regions per call, GPU-bound), a CPU trace of ``bench/gpu/graph_break_probe.py`` with K = 2 planted
+regions per call, GPU-bound), a CPU trace of ``bench/validation/graph_break_probe.py`` with K = 2 planted
 breaks (``--cpu --tiny --sizes launch --breaks 2``) and the CPU gradient-accumulation traces of
 ``tests/data/trace/record_compiled_accumulation.py``. The expected numbers are derived here from each
 trace's own JSON events by a plain second reading, not written in.
@@ -29,7 +29,7 @@ from gpudoctor.trace.reader import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "trace"
-HF_TRACE = REPO / "bench" / "results" / "h200-remaining-gains" / "traces" / "hf_bf16c_v50257.json.gz"
+HF_TRACE = REPO / "tests" / "data" / "gpu_runs" / "h200-remaining-gains" / "traces" / "hf_bf16c_v50257.json.gz"
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 
@@ -187,17 +187,17 @@ def test_live_counters_alone_are_info_and_the_trace_estimate_wins() -> None:
     assert merged.source is Source.TRACE and merged.impact is not None
 
 
-H200_PROBE = REPO / "bench" / "results" / "h200-graph-breaks"
+H200_PROBE = REPO / "tests" / "data" / "gpu_runs" / "h200-graph-breaks"
 
 
 @pytest.mark.parametrize("variant", ["launch_k2", "launch_k8", "gpu_k2", "gpu_k8"])
 def test_estimate_brackets_the_measured_gain_of_removing_planted_breaks(variant: str) -> None:
-    """H200 probe (bench/gpu/graph_break_probe.py): the K = 0 / K speedup measured beside each trace."""
+    """H200 probe (bench/validation/graph_break_probe.py): the K = 0 / K speedup measured beside each trace."""
     if not (H200_PROBE / f"{variant}.json.gz").exists():
         pytest.skip(f"{H200_PROBE} not found")
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("graph_break_probe", REPO / "bench" / "gpu" / "graph_break_probe.py")
+    spec = importlib.util.spec_from_file_location("graph_break_probe", REPO / "bench" / "validation" / "graph_break_probe.py")
     assert spec is not None and spec.loader is not None
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)

@@ -1,4 +1,4 @@
-"""bench/gpu/graph_break_probe.py plants the breaks it says, and its traces show them to GD401.
+"""bench/validation/graph_break_probe.py plants the breaks it says, and its traces show them to GD401.
 
 The probe runs for real on this machine's CPU (``--cpu --tiny``: torch.compile with Inductor's C++
 backend, a few steps), in a subprocess as on the GPU machine; its traces are then read by
@@ -18,7 +18,7 @@ import pytest
 from gpudoctor.trace.metrics import compute_rank_metrics
 from gpudoctor.trace.reader import load_trace
 
-PROBE = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "graph_break_probe.py"
+PROBE = Path(__file__).resolve().parents[2] / "bench" / "validation" / "graph_break_probe.py"
 
 
 def _probe(*args: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:

@@ -2,7 +2,7 @@
 
 The trace: gpudoctor's automatic 5-step profile window on pytorch/examples DCGAN under
 ``torch.compile(mode="reduce-overhead")`` with ``cudagraph_mark_step_begin()``, on the H200
-(bench/results/h200-dcgan/warmup_gate/): ProfilerStep#1–2 record graphs (191.6 and 55.4 ms),
+(tests/data/gpu_runs/h200-dcgan/warmup_gate/): ProfilerStep#1–2 record graphs (191.6 and 55.4 ms),
 #3–5 replay them (11.0–13.2 ms).
 """
 

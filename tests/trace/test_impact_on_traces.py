@@ -80,7 +80,7 @@ def test_a_sync_that_returns_at_once_costs_nothing(tmp_path: Path) -> None:
     # reads per iteration, each returning within microseconds (the GPU already idle), then the host's
     # own work — an epoch start every 16 iterations forks the DataLoader workers again. GD301 warned
     # 1.49-2.94x (critical) when it charged the whole idle after each sync; removing the reads measured
-    # 22.5 vs 32.7 it/s (bench/gpu/dcgan_validation.py, bench/results/h200-dcgan/).
+    # 22.5 vs 32.7 it/s (bench/validation/dcgan_validation.py, tests/data/gpu_runs/h200-dcgan/).
     report = _report(DATA / "h200_dcgan_as_is.json.gz")
     sync = _by_code(report)["GD301"]
     assert sync.severity == Severity.INFO

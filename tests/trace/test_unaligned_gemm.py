@@ -1,7 +1,7 @@
 """GEMMs on a dimension that is not a multiple of 8 (GD211), and what compile's estimate makes of them.
 
 The traces are 2-step torch.profiler recordings of GPT-2 small (the Hugging Face model, batch 8 × 1024)
-on an H200, from ``bench/gpu/remaining_gains_probe.py``; ``probe.json`` beside them holds the
+on an H200, from the ``remaining_gains_probe.py`` probe (docs/bench-history.md); ``probe.json`` beside them holds the
 throughput that run measured for each variant, which the estimates are checked against here.
 """
 
@@ -20,7 +20,7 @@ from gpudoctor.model import FactSet, Finding, Location, Source
 from gpudoctor.trace.metrics import compute_rank_metrics
 from gpudoctor.trace.reader import load_trace
 
-RUN = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200-remaining-gains"
+RUN = Path(__file__).resolve().parents[2] / "tests" / "data" / "gpu_runs" / "h200-remaining-gains"
 TRACES = RUN / "traces"
 
 

@@ -109,7 +109,7 @@ def ask_cupti_teardown(torch: Any) -> bool:
 
     Without it CUPTI stays subscribed after the profiler stops and every later kernel launch pays for
     it (pytorch#144455): measured on an H200, a launch-heavy loop stayed 19% slower after one 5-step
-    window, and within drift with teardown (bench/gpu/cupti_residue.py). Before CUDA 12.6 re-initialising
+    window, and within drift with teardown (the cupti_residue.py probe (docs/bench-history.md)). Before CUDA 12.6 re-initialising
     CUPTI after a teardown crashed with CUDA graphs, so teardown is asked for on 12.6 and later only. A
     value the user set, or ``GPUDOCTOR_CUPTI_TEARDOWN=0``, wins. Returns whether teardown is asked for.
     """

@@ -113,7 +113,7 @@ def defer_symptoms(findings: Iterable[Finding], verdict_line: str | None) -> lis
     A symptom has no fix of its own: its causes (input, syncs, launches, gaps …) carry the estimates.
     Rated by its threshold alone it warned — critical at 60% idle — on steps no rule could shorten:
     the small models of examples/input_bound.py and host_sync.py after their fixes, and of
-    memory_creep.py, where the host sets the pace (H200, bench/results/h200-validate-examples-dec4-night),
+    memory_creep.py, where the host sets the pace (H200, tests/data/gpu_runs/h200-validate-examples-dec4-night),
     and accelerate's cv_example after its input fix. Without a verdict (a trace without
     ``ProfilerStep``, NVML alone) the symptom is all there is, and it keeps its severity. Returns the
     findings in report order (:func:`gpudoctor.model.sort_findings`).

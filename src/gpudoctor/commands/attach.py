@@ -29,7 +29,14 @@ from typing import Any
 
 import psutil
 
-from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
+from gpudoctor.commands.common import (
+    add_rule_arguments,
+    add_watch_output_arguments,
+    exit_status,
+    fail_on,
+    open_output,
+    prepare,
+)
 from gpudoctor.commands.signals import Relay, signal_name
 from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.live.process import check_target, launched_program, python_version
@@ -66,12 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="passive only: do not inject the in-process agent (no step timings)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="record a torch.profiler window of N steps during the watch (needs the agent)")
-    parser.add_argument("--export-dir", type=Path, default=None, metavar="DIR",
-                        help="where the dashboard's e key writes its Markdown and JSON report "
-                             "(default: the current directory; the paths are shown and printed on exit)")
-    parser.add_argument("--keep-traces", action="store_true",
-                        help="keep the profile traces the agent writes (in /tmp/gpudoctor-<uid> or "
-                             "/run/user/<uid>/gpudoctor) once analysed; by default they are removed")
+    add_watch_output_arguments(parser)
     parser.add_argument("--no-auto-profile", action="store_true",
                         help=f"do not take the automatic {AUTO_PROFILE_STEPS}-step profile window once steps are seen "
                              "(the verdict and estimates then rest on NVML and the agent's timings only)")

@@ -38,6 +38,16 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an extra directory of your own GD### rule files")
 
 
+def add_watch_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--export-dir`` and ``--keep-traces``: where a live watch (``attach``, ``run``) leaves files."""
+    parser.add_argument("--export-dir", type=Path, default=None, metavar="DIR",
+                        help="where the dashboard's e key writes its Markdown and JSON report "
+                             "(default: the current directory; the paths are shown and printed on exit)")
+    parser.add_argument("--keep-traces", action="store_true",
+                        help="keep the profile traces the agent writes (in /tmp/gpudoctor-<uid> or "
+                             "/run/user/<uid>/gpudoctor) once analysed; by default they are removed")
+
+
 def _split(values: list[str]) -> list[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 

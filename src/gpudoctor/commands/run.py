@@ -26,7 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.commands.common import add_rule_arguments, exit_status, fail_on, open_output, prepare
+from gpudoctor.commands.common import (
+    add_rule_arguments,
+    add_watch_output_arguments,
+    exit_status,
+    fail_on,
+    open_output,
+    prepare,
+)
 from gpudoctor.commands.signals import Relay, child_group_options, signal_name, terminal_foreground
 from gpudoctor.exitcodes import ExitCode, UserError
 
@@ -47,12 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-dashboard", action="store_true", help="never open the dashboard; print a report")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="record a torch.profiler window of N steps once training runs")
-    parser.add_argument("--export-dir", type=Path, default=None, metavar="DIR",
-                        help="where the dashboard's e key writes its Markdown and JSON report "
-                             "(default: the current directory; the paths are shown and printed on exit)")
-    parser.add_argument("--keep-traces", action="store_true",
-                        help="keep the profile traces the agent writes (in /tmp/gpudoctor-<uid> or "
-                             "/run/user/<uid>/gpudoctor) once analysed; by default they are removed")
+    add_watch_output_arguments(parser)
     parser.add_argument("--no-auto-profile", action="store_true",
                         help="do not take the automatic 5-step profile window once steps are seen")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between readings")

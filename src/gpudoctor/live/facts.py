@@ -158,7 +158,7 @@ def loader_values(job: dict[str, Any]) -> dict[str, Any]:
 
     Measured on the H200's 16 CPUs (accelerate's cv_example, ResNet-50d on decoded JPEGs): 4 → 8
     workers 1.70–2.08× in three runs, 4 → 12 workers 1.92×/2.06×, 4 → 14 (with pinned memory and
-    persistent workers) 3.20×/2.73× (bench/results/h200-accelerate-cv/).
+    persistent workers) 3.20×/2.73× (tests/data/gpu_runs/h200-accelerate-cv/).
     """
     cpus = job.get("cpu_count_allowed")
     if not isinstance(cpus, (int, float)) or cpus <= 0:

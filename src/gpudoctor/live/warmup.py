@@ -5,7 +5,7 @@ are still compiling make the step look slow for reasons that go away by themselv
 
 Not enough on its own: on the H200, pytorch/examples DCGAN under ``torch.compile(mode="reduce-overhead")``
 still had CUDA graphs recorded in the window's first two steps with this gate (191.6 and 55.4 ms against
-11.0–13.2 ms after; no Dynamo compile in the window: bench/results/h200-dcgan/warmup_gate/), perhaps
+11.0–13.2 ms after; no Dynamo compile in the window: tests/data/gpu_runs/h200-dcgan/warmup_gate/), perhaps
 because starting the profiler makes the graphs record again (not tested). The trace side therefore
 leaves leading recording steps out (:func:`gpudoctor.trace.timeline.graph_recording_steps`).
 

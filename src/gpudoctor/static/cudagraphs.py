@@ -7,7 +7,7 @@ and on the fake batch, several forwards before one backward — fails in backwar
 tensor output of CUDAGraphs that has been overwritten by a subsequent run" unless the loop calls
 ``torch.compiler.cudagraph_mark_step_begin()`` at the start of each iteration (pytorch/examples
 DCGAN on the H200: netD called three times per iteration crashed; with the line it ran 1.24× faster
-than eager, bench/results/h200-dcgan/compile_after_input_fix/). GD303's fix is that compile mode,
+than eager, tests/data/gpu_runs/h200-dcgan/compile_after_input_fix/). GD303's fix is that compile mode,
 so this is checked before the job runs.
 
 What is found: names bound to such a compiled module (``x = torch.compile(..., mode=...)``,

@@ -1,7 +1,7 @@
 """Runs every static checker over a set of paths and returns fact sets for the rules engine.
 
 One read and one parse per file. Files are checked in worker processes when there are enough of
-them and more than one CPU (measured: see bench/README.md); results come back as plain picklable
+them and more than one CPU (measured: see docs/bench-history.md); results come back as plain picklable
 :class:`FileResult` objects. Each Python file is judged by its program (:func:`judge_by_program`): the
 ``project_*`` facts on its sites say what it, the project modules it imports and the scripts that import
 it do. What all checked files do together (DataLoader workers for a Compose file's shared memory…)

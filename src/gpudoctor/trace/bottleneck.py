@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # annotations only: the rank workers never import the rules' 
 #: A kernel launch that takes longer than this is blocked on a full launch queue (µs).
 LAUNCH_BLOCKED_US = 50.0
 #: How much longer the host's own work takes while torch.profiler records every op than without it
-#: (Kineto's per-op bookkeeping). Measured on the H200 (bench/gpu/impact_calibration.py): a launch-bound
+#: (Kineto's per-op bookkeeping). Measured on the H200 (the impact_calibration.py probe (docs/bench-history.md)): a launch-bound
 #: MLP's profiled host time 7.66 ms/step vs 4.31 unprofiled (1.78×), ResNet-50 bf16 channels_last 44.3
 #: vs 37.3 (1.19×). The host floor divides the host's active time (DataLoader waits excepted) by this,
 #: and the unprofiled step estimate (``step_time_ms``) takes the difference off the profiled step — off

@@ -155,7 +155,7 @@ def compute_rank_metrics(trace: RankTrace, processes: int = 1) -> RankMetrics:
 
 
 #: Events from which a second process computing part of the metrics saves more than forking costs
-#: (bench/README.md, "One trace on two cores").
+#: (docs/bench-history.md, "One trace on two cores").
 BESIDE_MIN_EVENTS = 100_000
 
 

@@ -75,7 +75,7 @@ HEADER_BYTES = 4 * 1024 * 1024
 #: A trace with at least this much JSON is decoded by two processes (one per half) when it is the
 #: only file read and a second core is there (``processes=2``): below it the fork and the merge cost
 #: about what the second core saves, the parent setting up the rules on that core meanwhile
-#: (bench/split_threshold.py, bench/README.md "Where one trace starts to gain from a second decoder",
+#: (the split_threshold.py probe (docs/bench-history.md), docs/bench-history.md "Where one trace starts to gain from a second decoder",
 #: 3 Dec 2026: one decoder faster on nccl_parser_config's 9.8 MB, median 0.159 against 0.185 s; the two
 #: within ±3% of each other from 25.8 to 34.8 MB, where the split costs 10-20% more CPU; two faster
 #: on df_index_resolver's 53.7 MB, 0.321 against 0.364 s).

@@ -3,7 +3,7 @@
 Why this exists: decoding is CPU-bound Python and msgspec holds the GIL, so a second thread would not
 help; a forked child that decodes the second half of the ``traceEvents`` array into its own columns
 and hands them back through a pipe (a few dozen bytes per event) takes ~25% off the reading's wall
-time on two cores (df_index_resolver, bench/README.md). Used when one trace is read with a second
+time on two cores (df_index_resolver, docs/bench-history.md). Used when one trace is read with a second
 core allowed (``processes=2`` from :mod:`gpudoctor.trace.analysis`), for a large plain file
 (:func:`decode_in_two`) or gzip file (:class:`GzipHalf`), when ``fork`` exists and the process runs
 no other thread (:func:`gpudoctor.trace.reader._split_worthwhile`).

@@ -376,7 +376,7 @@ def graph_recording_steps(t: EventTable, steps: Sequence[tuple[int, float, float
     A step that records graphs (torch.compile's ``mode="reduce-overhead"`` warming up and recording,
     a ``torch.cuda.graph`` capture) runs the model eagerly once more and instantiates the graphs: on
     pytorch/examples DCGAN on the H200 the first two steps of a profile window took 191.6 and 55.4 ms
-    recording, the three replaying steps after them 11.0–13.2 ms (bench/results/h200-dcgan/warmup_gate/).
+    recording, the three replaying steps after them 11.0–13.2 ms (tests/data/gpu_runs/h200-dcgan/warmup_gate/).
     """
     if not steps:
         return 0

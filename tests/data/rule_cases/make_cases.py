@@ -6,10 +6,10 @@ real run on which the block's condition is true:
 
 - trace blocks: the fact sets (rank, run context, straggler comparison) of the real traces in
   ``/work/shared/traces`` (H200 runs and HTA's / the TensorBoard plugin's public traces), the
-  2-rank H200 traces under ``bench/results/*/traces`` and the recorded CPU traces in
+  2-rank H200 traces under ``tests/data/gpu_runs/*/traces`` and the recorded CPU traces in
   ``tests/data/trace``, analysed by gpudoctor's own trace pipeline;
 - live blocks: the ``evidence`` of live findings in the JSON reports of real H200 runs under
-  ``bench/results/**`` (the facts the condition read, as the report recorded them; thresholds left
+  ``tests/data/gpu_runs/**`` (the facts the condition read, as the report recorded them; thresholds left
   out, the rule's current options apply); failing that, the live fact sets rebuilt from the last
   samples those reports keep (``gpus``, ``process``, ``shm``, ``stacks``, ``steps``) with
   :func:`gpudoctor.live.facts.build_factsets`.
@@ -48,7 +48,7 @@ from gpudoctor.trace.analysis import analyze_trace_files
 REPO = Path(__file__).resolve().parents[3]
 OUT = Path(__file__).resolve().parent
 SHARED_TRACES = REPO.parent / "shared" / "traces"
-BENCH_RESULTS = REPO / "bench" / "results"
+BENCH_RESULTS = REPO / "tests" / "data" / "gpu_runs"
 RECORDED_TRACES = REPO / "tests" / "data" / "trace"
 CASE_SOURCES = (Source.LIVE, Source.TRACE)
 
@@ -127,7 +127,7 @@ def _plain(value: Any) -> Any:
 
 
 def recorded_live_evidence() -> Iterator[tuple[str, Recorded]]:
-    """(rule code, evidence) of every live finding in the JSON reports under bench/results."""
+    """(rule code, evidence) of every live finding in the JSON reports under tests/data/gpu_runs."""
     for path in sorted(BENCH_RESULTS.glob("**/*.json")):
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
@@ -142,7 +142,7 @@ def recorded_live_evidence() -> Iterator[tuple[str, Recorded]]:
 
 
 def recorded_live_factsets() -> Iterator[Recorded]:
-    """The live fact sets of every attach/run report under bench/results, rebuilt from its last samples."""
+    """The live fact sets of every attach/run report under tests/data/gpu_runs, rebuilt from its last samples."""
     for path in sorted(BENCH_RESULTS.glob("**/*.json")):
         try:
             document = json.loads(path.read_text(encoding="utf-8"))

@@ -1,2 +1,0 @@
-from .fsdp import fsdp_config
-from .training import train_config
