@@ -14,8 +14,8 @@ from gpudoctor.model import Severity
 from gpudoctor.tui.app import GpudoctorApp
 from gpudoctor.tui.export import exit_summary
 from gpudoctor.tui.format import command_text
-from gpudoctor.tui.widgets.detail import FindingDetail
-from gpudoctor.tui.widgets.findings import FindingsList
+from gpudoctor.tui.widgets.detail import FindingDetail, wrap_code
+from gpudoctor.tui.widgets.findings import FindingsList, cut
 
 SIZES = [(80, 24), (200, 60)]
 
@@ -64,6 +64,47 @@ async def test_footer_names_the_key_to_the_fix_and_the_sparkline_its_unit() -> N
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause(0.4)
         assert "steps/s" in screen_text(app)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@sync
+async def test_the_problem_column_shows_each_name_whole_or_marks_the_cut(size: tuple[int, int]) -> None:
+    """At 80 columns "input-bound" was shown as "input-boun": the list cut names with no mark."""
+    app = _app(profiled_session("input_bound", pinned_catalog()))
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause(0.4)
+        findings = app.query_one(FindingsList)
+        assert findings.shown
+        problems = [str(findings.get_row_at(i)[3]) for i in range(findings.row_count)]
+        for finding, shown in zip(findings.shown, problems):
+            assert shown == finding.name or (shown.endswith("…") and finding.name.startswith(shown[:-1]))
+        text = screen_text(app)
+        assert all(shown in text for shown in problems[:3])  # the rows on screen at 80×24
+        assert any(f.name == "input-bound" for f in findings.shown) and "input-bound" in text
+        if size[0] >= 200:
+            assert findings.ordered_columns[-1].label.plain == "where"
+
+
+def test_cut_marks_what_it_leaves_out() -> None:
+    assert cut("input-bound", None) == "input-bound" and cut("input-bound", 11) == "input-bound"
+    assert cut("driver-capabilities-without-compute", 16) == "driver-capabili…"
+
+
+def test_long_code_lines_continue_indented_never_at_column_0() -> None:
+    """Syntax(word_wrap=True) wrapped a long line back to column 0 mid-expression (160 columns, GD403)."""
+    code = ("    model = torch.compile(model, mode=\"max-autotune\", fullgraph=True)  # compile once, before the loop\n"
+            "x = 1")
+    for width in (30, 44, 60):
+        lines = wrap_code(code, width).splitlines()
+        assert all(len(line) <= width for line in lines)
+        assert lines[-1] == "x = 1"
+        continued = lines[1:-1]
+        assert continued and all(line.startswith(" " * 8) for line in continued)  # past the 4-space indent
+        joined = " ".join(line.strip().removeprefix("# ") for line in lines[:-1])
+        assert joined.split() == code.splitlines()[0].split()   # nothing lost, nothing cut mid-word
+        first_comment = next(i for i, line in enumerate(lines) if "#" in line)
+        assert all(line.lstrip().startswith("# ") for line in lines[first_comment + 1:-1])  # still a comment
+    assert wrap_code("short = 1", 40) == "short = 1"
 
 
 def test_header_command_keeps_the_script_name() -> None:

@@ -32,8 +32,11 @@ class Tmux:
         self.socket = f"gd-test-{os.getpid()}-{name}"
 
     def run(self, *args: str) -> str:
+        # An explicit environment without COLUMNS/LINES: under pytest the process's C environment has
+        # COLUMNS=80 (not in os.environ), the tmux server inherited it, and the app took 80×24 from it
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True,
-                              text=True, timeout=20).stdout
+                              text=True, timeout=20, env=env).stdout
 
     def start(self, command: str, width: int = 100, height: int = 30) -> None:
         self.run("new-session", "-d", "-x", str(width), "-y", str(height), "-s", "t", command)
@@ -81,7 +84,10 @@ def training() -> Iterator[subprocess.Popen[bytes]]:
 def test_attach_dashboard_shows_finding_and_fix_and_q_leaves_target_running(
         tmux: Tmux, training: subprocess.Popen[bytes], tmp_path: Path) -> None:
     status = tmp_path / "exit"
-    tmux.start(f"cd {tmp_path} && {GPUDOCTOR} attach --window 2 {training.pid}; echo $? > {status}; sleep 30")
+    # 160×50, the wide layout: the detail shows the evidence table without scrolling (at 100×30, narrow,
+    # the message and the gain line fill the detail and the evidence is below them)
+    tmux.start(f"cd {tmp_path} && {GPUDOCTOR} attach --window 2 {training.pid}; echo $? > {status}; sleep 30",
+               width=160, height=50)
     # the finding, the numbers behind the verdict, and the live panels, all on one screen
     wanted = ("GD102", "input-bound", "evidence", "data_wait_pct", "data wait", f"pid {training.pid}")
     tmux.wait_for(lambda s: all(w in s for w in wanted), 60)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markdown import Markdown
 from rich.syntax import Syntax
 from rich.table import Table
@@ -40,11 +40,61 @@ def evidence_table(finding: Finding) -> Table:
     return table
 
 
+#: How far a continued code line is indented past the line it continues.
+HANGING_INDENT = 4
+
+
+def _comment_start(line: str) -> int:
+    """Where a ``#`` comment starts in ``line`` (outside quotes, roughly), or -1."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            return i
+    return -1
+
+
+def wrap_code(code: str, width: int) -> str:
+    """``code`` with every line longer than ``width`` broken after a space or comma, each
+    continuation indented past its line's own indent (never back to column 0, never mid-name)."""
+    if width <= 0:
+        return code
+    out: list[str] = []
+    for line in code.splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        pad = " " * min(indent + HANGING_INDENT, max(0, width // 2))
+        floor = indent
+        while len(line) > width:
+            cut = max(line.rfind(" ", 0, width), line.rfind(",", 0, width - 1) + 1)
+            if cut <= floor:
+                cut = width                     # one token longer than the box: cut it, as a last resort
+            comment = _comment_start(line)
+            out.append(line[:cut].rstrip())
+            line = pad + ("# " if 0 <= comment < cut else "") + line[cut:].lstrip()
+            floor = len(pad) + 2
+        out.append(line)
+    return "\n".join(out)
+
+
+class CodeBlock:
+    """A snippet laid out at the width it is drawn at: long lines continue indented (``wrap_code``)
+    instead of wrapping back to column 0 mid-expression, as ``Syntax(word_wrap=True)`` does."""
+
+    def __init__(self, code: str, language: str) -> None:
+        self.code, self.language = code.rstrip(), language or "text"
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Syntax(wrap_code(self.code, options.max_width), self.language, theme=_THEME, word_wrap=True)
+
+
 def fix_renderables(fix: Fix, side_by_side: bool = False) -> list[RenderableType]:
     """The fix summary and its before → after snippets."""
     out: list[RenderableType] = [Text(fix.summary)] if fix.summary else []
-    before = Syntax(fix.before.rstrip(), fix.language or "text", theme=_THEME, word_wrap=True) if fix.before else None
-    after = Syntax(fix.after.rstrip(), fix.language or "text", theme=_THEME, word_wrap=True) if fix.after else None
+    before = CodeBlock(fix.before, fix.language) if fix.before else None
+    after = CodeBlock(fix.after, fix.language) if fix.after else None
     if side_by_side and before is not None and after is not None:
         grid = Table.grid(expand=True, padding=(0, 2))
         grid.add_column(ratio=1)

@@ -31,6 +31,17 @@ def gain_label(finding: Finding) -> str:
     return f"{finding.impact.est_speedup:.2f}×" if finding.impact is not None else "–"
 
 
+#: The columns every width shows, at their widths ("1.53×" is 5 wide).
+FIXED_COLUMNS = (("sev", 4), ("gain", 5), ("code", 5))
+
+
+def cut(text: str, width: int | None) -> str:
+    """``text`` whole, or cut to ``width`` with "…" at the end (never an unmarked cut)."""
+    if width is None or len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + "…"
+
+
 def filter_note(query: str, hidden: Sequence[Finding]) -> str:
     """What an empty list must say while a filter hides findings (never "No findings so far")."""
     if not query or not hidden:
@@ -60,13 +71,41 @@ class FindingsList(DataTable):
         self.query_text = ""
         self._filled = False
         self._rows: list[tuple[Severity, str, str, str, str]] = []
+        self._layout: tuple[int | None, bool] = (None, True)
 
     def on_mount(self) -> None:
-        self.add_column("sev", width=4, key="sev")
-        self.add_column("gain", width=6, key="gain")
-        self.add_column("code", width=5, key="code")
-        self.add_column("problem", key="problem")
-        self.add_column("where", key="where")
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        """sev, gain and code at their widths; problem whole where it fits (else cut with "…") and
+        where only when the problem fits beside it (the detail names the place too)."""
+        self.clear(columns=True)
+        for label, width in FIXED_COLUMNS:
+            self.add_column(label, width=width, key=label)
+        problem, where = self._layout
+        self.add_column("problem", width=problem, key="problem")
+        if where:
+            self.add_column("where", key="where")
+
+    def _fit(self) -> tuple[int | None, bool]:
+        """(problem's width, None for its own; whether the where column is shown) at this width."""
+        pad = 2 * self.cell_padding
+        room = self.size.width - sum(width + pad for _, width in FIXED_COLUMNS) - pad
+        if self.show_vertical_scrollbar:
+            room -= self.styles.scrollbar_size_vertical
+        if room <= 0:  # not laid out yet
+            return None, True
+        names = [len(name) for _, _, _, name, _ in self._rows] or [0]
+        places = [len(where) for *_, where in self._rows] or [0]
+        problem = max(len("problem"), *names)
+        if problem + pad + max(len("where"), *places) <= room:
+            return None, True
+        return min(problem, room), False
+
+    def on_resize(self) -> None:
+        if self._fit() != self._layout:
+            self._filled = False   # lay the rows out again at the new width
+            self._refill()
 
     @property
     def shown(self) -> list[Finding]:
@@ -111,10 +150,16 @@ class FindingsList(DataTable):
                 self.post_message(self._chosen())
             return
         self._filled, self._rows, self._shown = True, rows, shown
+        layout = self._fit()
+        if layout != self._layout:
+            self._layout = layout
+            self._add_columns()
         self.clear()
+        problem, show_where = self._layout
         for severity, gain, code, name, where in rows:
-            self.add_row(Text(SEVERITY_LABEL[severity], style=SEVERITY_STYLE[severity]),
-                         Text(gain, style="bold" if gain != "–" else "dim"), code, name, where)
+            cells: list[object] = [Text(SEVERITY_LABEL[severity], style=SEVERITY_STYLE[severity]),
+                                   Text(gain, style="bold" if gain != "–" else "dim"), code, cut(name, problem)]
+            self.add_row(*(cells + [where] if show_where else cells))
         row = next((i for i, f in enumerate(shown) if f.key == keep), 0)
         if shown:
             self.move_cursor(row=row)
