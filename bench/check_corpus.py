@@ -204,11 +204,16 @@ def main(argv: list[str] | None = None) -> int:
             seen.add(key)
             entry = labels.get(key)
             kind = entry["label"] if entry else "unlabelled"
-            count[kind] += 1
             count["findings"] += 1
-            per_rule[key[3]][kind] += 1
-            if is_test_path(key[1]):
-                count["in tests"] += 1
+            if finding["severity"] == "info":
+                count["info"] += 1
+                per_rule[key[3]]["info"] += 1
+            else:  # a warning (or worse): what fails a CI job and what the goal counts
+                count[kind] += 1
+                count["warnings"] += 1
+                per_rule[key[3]][kind] += 1
+                if is_test_path(key[1]):
+                    count["in tests"] += 1
             joined.append(
                 {
                     "repo": repo.name,
@@ -261,7 +266,7 @@ def render(
     found_missed: list[tuple[dict[str, object], bool]],
 ) -> str:
     """The per-repository table, the per-rule table, totals and the missed problems as Markdown."""
-    cols = ("findings", "true-act", "true-not-worth", "false", "unlabelled", "in tests")
+    cols = ("warnings", "true-act", "true-not-worth", "false", "unlabelled", "in tests", "info")
     out = ["| repo | style | commit | " + " | ".join(cols) + " |", "|---|---|---|" + "---|" * len(cols)]
     total: collections.Counter[str] = collections.Counter()
     for repo, count in rows:
@@ -272,22 +277,24 @@ def render(
             + " |"
         )
     out.append("| **total** | | | " + " | ".join(f"**{total[c]}**" for c in cols) + " |")
-    n = total["findings"]
+    n = total["warnings"]
     out += [
         "",
-        f"Totals: {n} findings; true and worth acting on {_pct(total['true-act'], n)}, "
+        f"Totals: {total['findings']} findings, of them {total['info']} info (listed, never failing a CI job) and "
+        f"{n} warnings; of the warnings true and worth acting on {_pct(total['true-act'], n)}, "
         f"true but not worth it {_pct(total['true-not-worth'], n)}, false {_pct(total['false'], n)}, "
         f"unlabelled {_pct(total['unlabelled'], n)}; {total['in tests']} in test files.",
         "",
     ]
     out += [
-        "| rule | findings | true-act | true-not-worth | false | unlabelled |",
-        "|---|---|---|---|---|---|",
+        "| rule | warnings | true-act | true-not-worth | false | unlabelled | info |",
+        "|---|---|---|---|---|---|---|",
     ]
     for rule in sorted(per_rule):
         c = per_rule[rule]
         out.append(
-            f"| {rule} | {sum(c.values())} | {c['true-act']} | {c['true-not-worth']} | {c['false']} | {c['unlabelled']} |"
+            f"| {rule} | {sum(c.values()) - c['info']} | {c['true-act']} | {c['true-not-worth']} | {c['false']} "
+            f"| {c['unlabelled']} | {c['info']} |"
         )
     hits = sum(1 for _, hit in found_missed if hit)
     out += [

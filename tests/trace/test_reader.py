@@ -14,6 +14,15 @@ from gpudoctor.exitcodes import ExitCode, UserError
 from gpudoctor.trace.reader import K_KERNEL, K_MEMCPY, RankTrace, find_trace_files, load_trace, read_traces
 
 
+@pytest.fixture
+def fork_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let these tests fork even where an earlier test in this worker left a thread running (the
+    thread rule itself is tested in tests/core/test_forkpool.py); these only compare the tables."""
+    from gpudoctor import forkpool
+
+    monkeypatch.setattr(forkpool, "can_fork", lambda: True)
+
+
 def test_today_schema_with_ns_timestamps(trace_file: Callable[[str], Path]) -> None:
     tr = load_trace(trace_file("h200/resnet_fp32.json.gz"))
     assert tr.schema == "kineto"
@@ -141,6 +150,7 @@ def _same_table(one: RankTrace, two: RankTrace) -> None:
     assert two.device_name == one.device_name == "NVIDIA H200"
 
 
+@pytest.mark.usefixtures("fork_allowed")
 def test_two_process_decoding_matches_one_process(tmp_path: Path, trace_file: Callable[[str], Path],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The forked second-half decoder of a plain file gives the same columns, names and header as one process."""
@@ -166,6 +176,7 @@ def test_two_process_decoding_matches_one_process(tmp_path: Path, trace_file: Ca
     assert info.value.code == ExitCode.USAGE
 
 
+@pytest.mark.usefixtures("fork_allowed")
 def test_two_process_decoding_of_gzip_matches_one_process(tmp_path: Path, trace_file: Callable[[str], Path],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A gzip trace split by the child that inflates it itself: same table; a truncated or lying file
@@ -199,6 +210,7 @@ def test_two_process_decoding_of_gzip_matches_one_process(tmp_path: Path, trace_
     assert {c.pid for c in psutil.Process().children()} <= children_before  # every child was reaped
 
 
+@pytest.mark.usefixtures("fork_allowed")
 def test_metrics_beside_match_one_process(trace_file: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """The fusion and step-picture metrics computed by a forked child: the same values in the same order."""
     from gpudoctor.trace import metrics
@@ -209,7 +221,7 @@ def test_metrics_beside_match_one_process(trace_file: Callable[[str], Path], mon
 
     def start(trace: RankTrace, steps: list[tuple[int, float, float]]) -> object:
         beside = real(trace, steps)
-        assert beside is not None  # the child was forked (no other thread runs here)
+        assert beside is not None  # the child was forked
         started.append(trace.path)
         return beside
 
