@@ -192,7 +192,8 @@ def choose_thread(pid: int, timeout_s: float, window_s: float = 0.05) -> int | N
 
     The ptrace injector makes the thread it stops call ``dlopen`` and then Python. A thread stopped
     while running may hold an allocator or loader lock that this needs — a CPU-bound training loop
-    deadlocked that way (measured). A thread asleep in a system call holds none, so prefer an idle
+    deadlocked that way (measured). A thread asleep in a system call holds none — least of all one
+    asleep outside a futex wait (see :func:`_wait_kind`) — so prefer those, then an idle
     helper thread (same name as the main thread: Python and torch pool threads) that has lived a while,
     then the main thread when it sleeps, then any idle thread — a young one last: a loader without
     persistent workers starts its feeder threads every epoch and ends them at its end, and one chosen
@@ -216,14 +217,42 @@ def choose_thread(pid: int, timeout_s: float, window_s: float = 0.05) -> int | N
         time.sleep(0.05)
 
 
+#: The futex system call's number, by machine: a thread asleep in it waits on a lock or condition.
+_FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
+
+
+def _wait_kind(pid: int, tid: int) -> int:
+    """How safe the system call a thread sleeps in is to borrow it for the injector, 0 safest.
+
+    0: a sleep, poll, read or wait outside the futex call (``time.sleep``, a DataLoader's queue get,
+    ``waitpid``): the thread holds no interpreter lock there. 1: a futex wait without a deadline (a
+    pool thread parked, ``Condition.wait()``). 2: a futex wait with a deadline, or unknown. CPython's
+    GIL waiters sleep in timed futex waits (5 ms at a time) and wake to take the GIL's mutex; a
+    thread stopped just then holds that mutex, and the injected code's own GIL request in the same
+    thread would deadlock the whole process. Those are borrowed only when nothing else sleeps.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/task/{tid}/syscall").read_text().split()
+        number = int(fields[0])
+    except (OSError, ValueError, IndexError):
+        return 2
+    if number != _FUTEX_SYSCALL:
+        return 0 if number >= 0 else 2
+    try:
+        return 1 if int(fields[4], 16) == 0 else 2  # the fourth argument: the timeout pointer
+    except (ValueError, IndexError):
+        return 2
+
+
 def _thread_rank(pid: int, tid: int, states: dict[int, tuple[str, int, str, int]], now_ticks: float | None,
-                 ticks_per_s: float) -> tuple[int, int, int]:
-    """Sort key of an idle thread for :func:`choose_thread`: settled before young, then helper, main, other."""
+                 ticks_per_s: float) -> tuple[int, int, int, int]:
+    """Sort key of an idle thread for :func:`choose_thread`: the call it sleeps in (:func:`_wait_kind`),
+    then settled before young, then helper, main, other."""
     age_s = (now_ticks - states[tid][3]) / ticks_per_s if now_ticks is not None else SETTLED_THREAD_AGE_S
     young = int(tid != pid and age_s < SETTLED_THREAD_AGE_S)
     main_name = states.get(pid, ("", 0, "", 0))[2]
     kind = 0 if tid != pid and states[tid][2] == main_name else 1 if tid == pid else 2
-    return young, kind, tid
+    return _wait_kind(pid, tid), young, kind, tid
 
 
 def _thread_gone(text: str) -> bool:
