@@ -77,6 +77,15 @@ class Target:
         before = self.steps
         time.sleep(seconds)
         lines = [f"loop alive: {self.proc.poll() is None}; steps in the last {seconds:.0f} s: {self.steps - before}"]
+        threads = []  # state letter and the system call each thread sleeps in (202 = futex on x86_64)
+        for task in sorted(Path(f"/proc/{self.pid}/task").glob("*")):
+            try:
+                state = task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0]
+                call = task.joinpath("syscall").read_text().split()[:5]
+            except (OSError, IndexError):
+                continue
+            threads.append(f"{task.name}:{state}:{' '.join(call)}")
+        lines.append("threads: " + "; ".join(threads))
         try:
             dump = subprocess.run([str(Path(sys.executable).parent / "py-spy"), "dump", "--pid", str(self.pid)],
                                   capture_output=True, text=True, timeout=20)
