@@ -91,7 +91,7 @@ def test_restarts_go_to_gd106_not_to_gd102s_estimate(split: dict[str, dict[str, 
         # GD102 counts only the steady part: whatever it promises is below GD106's, and its basis says
         # what it left out
         assert gd102.impact.cost_ms_per_step is not None
-        assert gd102.impact.cost_ms_per_step <= _parts(split["restarted"])["steady"] + 1e-6
+        assert gd102.impact.cost_ms_per_step <= _parts(split["restarted"])["steady"] + 1e-3  # the impact is rounded to µs
         assert "worker restarts (GD106)" in gd102.impact.basis
 
 

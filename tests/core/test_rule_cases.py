@@ -52,8 +52,8 @@ NO_CASE: dict[tuple[str, int], str] = {
     ("GD106", 1): "the agent's worker-start facts are new: no recording of the zoo has them yet "
                   "(tests/live/test_worker_restarts.py runs the block on a real process; on the H200, "
                   "tests/data/gpu_runs/h200-dcgan/gd106/ holds a DCGAN report it fired in)",
-    ("GD301", 3): _ZOO.format("host_sync") + "; host_syncs_per_step from the agent is new this session (issue 13 item 6)",
-    ("GD301", 4): _ZOO.format("host_sync"),
+    ("GD301", 4): _ZOO.format("host_sync") + "; host_syncs_per_step from the agent is new this session (issue 13 item 6)",
+    ("GD301", 5): _ZOO.format("host_sync"),
     ("GD305", 0): "no recorded run oversubscribed the CPUs; needs a zoo example with more intra-op threads + workers than allowed CPUs",
     ("GD401", 4): _ZOO.format("graph_breaks"),
     ("GD402", 0): "no recorded trace compiles inside its profiled steps; needs a profile window that starts before torch.compile's first call",
