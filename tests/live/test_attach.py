@@ -183,7 +183,11 @@ def test_agent_and_pyspy_both_see_the_input_bound_loop_and_profile_is_analysed(w
     # one finding per rule and place: the agent's and the trace's GD102 merge, and the merged finding
     # lists both in ``sources`` (its ``source`` is the one whose evidence it keeps)
     sources = {s for f in report["findings"] if f["code"] == "GD102" for s in f.get("sources") or [f["source"]]}
-    assert "live" in sources, report["findings"]
+    # (on failure: the agent's wait split and what the report says it could not evaluate, to tell a live
+    # block that did not fire from live facts that were missing at the end of the window)
+    assert "live" in sources, (
+        {k: v for k, v in report["steps"].items() if "wait" in k or "loader" in k or k in ("window_steps", "step_time_p50_ms")},
+        [n for n in report.get("not_evaluated") or [] if n["code"] == "GD102"], report["notes"], report["findings"])
     if report["agent"]["profile_status"] == "done":
         assert "trace" in sources, report["notes"]
     time.sleep(1.0)

@@ -172,14 +172,32 @@ def severity_from(impact: Impact, options: Mapping[str, Any]) -> Severity:
 
 def described(names: list[str]) -> str:
     """Fact names in words, for a reader: ``GPU idle per step while the host loads the next batch; …``
-    (each fact's registry doc up to its first comma or parenthesis; the name where none is declared)."""
+    (each fact's registry doc up to its first comma, colon or semicolon, without its parentheses; the
+    name where none is declared)."""
     words: list[str] = []
     for name in names:
         doc = next((spec.doc for spec in REGISTRY if spec.name == name), "")
-        short = re.split(r"[,(:;]", doc, maxsplit=1)[0].strip() if doc else name
+        short = re.split(r"[,:;]", re.sub(r"\s*\([^)]*\)", "", doc), maxsplit=1)[0].strip() if doc else name
         if short and short not in words:
             words.append(short)
     return "; ".join(words)
+
+
+_FACT_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def needs_in_words(needs: str) -> str:
+    """A not-evaluated entry's ``needs`` (``a, b; c``: per condition, the facts it lacked, or the words
+    its rule file wrote) for a reader: fact names in their registry words, each phrase once."""
+    phrases: list[str] = []
+    for part in needs.split(";"):
+        names = [n.strip() for n in part.split(",")]
+        if names and all(_FACT_NAME.fullmatch(n) for n in names):
+            words = [w for w in described(names).split("; ") if w]
+        else:
+            words = [part.strip()]
+        phrases.extend(w for w in words if w and w not in phrases)
+    return "; ".join(phrases)
 
 
 def _number(value: Any) -> float | None:

@@ -144,7 +144,7 @@ attention_time_basis                     trace:rank                             
 attention_handwritten_chains_per_step    trace:rank                                    number  trace.attention  hand-written attention chains (bmm, scale/mask, softmax, bmm) per step in forward
 attention_handwritten_backward_chains_per_step trace:rank                              number  trace.attention  their backward chains (bmm pair, softmax backward, bmm pair) per step
 attention_handwritten_ms_per_step        trace:rank                                    ms      trace.attention  time per step of the hand-written attention chains, forward and backward
-attention_handwritten_pct_of_step        trace:rank                                    %       trace.attention  that time as a share of the profiled step
+attention_handwritten_pct_of_step        trace:rank                                    %       trace.attention  hand-written attention time as a share of the profiled step
 attention_handwritten_matmul_ms_per_step trace:rank                                    ms      trace.attention  of that time, the matmuls' (GEMM kernels; host bmm ops in a trace without kernels)
 attention_handwritten_other_ms_per_step  trace:rank                                    ms      trace.attention  of that time, the rest: scale, mask, softmax, dropout, copies (memory-bound, S x S scores)
 attention_matmul_precision               trace:rank                                    text    trace.attention  precision class of those matmul kernels (lowp, tf32, fp32_simt, unknown; host without kernels)
@@ -152,7 +152,7 @@ sdpa_calls_per_step                      trace:rank                             
 sdpa_backend                             trace:rank                                    text    trace.attention  the SDPA backend with most time: flash, efficient, cudnn, fused or math
 sdpa_backends                            trace:rank                                    text    trace.attention  every SDPA backend seen with its time per step
 sdpa_math_ms_per_step                    trace:rank                                    ms      trace.attention  time per step of SDPA's math fallback, forward and backward
-sdpa_math_pct_of_step                    trace:rank                                    %       trace.attention  that time as a share of the profiled step
+sdpa_math_pct_of_step                    trace:rank                                    %       trace.attention  SDPA math-fallback time as a share of the profiled step
 compiled_frames                          trace:rank                                    count   trace.steps      distinct compiled regions seen
 compiled_graphs_per_step                 trace:rank                                    number  trace.steps      compiled graphs run per step
 compiled_fx_graph_calls_per_step         trace:rank                                    number  trace.steps      CompiledFxGraph calls per step
@@ -178,9 +178,9 @@ compiled_kernel_pct_of_gpu               trace:rank                             
 compiled_kernel_ms_per_step              trace:rank                                    ms      trace.fusion     Inductor (Triton) kernel time per step
 cast_ms_per_step                         trace:rank                                    ms      trace.fusion     dtype-cast kernels per step (fp32 to bf16/fp16 and back)
 autocast_cast_ms_per_step                trace:rank                                    ms      trace.fusion     cast kernels per step launched inside an autocast-eligible op or autograd's ToCopyBackward
-autocast_cast_kernels_per_step           trace:rank                                    number  trace.fusion     those cast kernels per step
+autocast_cast_kernels_per_step           trace:rank                                    number  trace.fusion     autocast cast kernels per step
 autocast_grad_cast_kernels_per_step      trace:rank                                    number  trace.fusion     the autocast cast kernels per step launched in autograd's ToCopyBackward (gradients cast back to fp32: the weights are trainable)
-autocast_cast_pct_of_gpu                 trace:rank                                    %       trace.fusion     autocast_cast_ms_per_step as a share of gpu_kernel_ms_per_step
+autocast_cast_pct_of_gpu                 trace:rank                                    %       trace.fusion     autocast cast kernel time as a share of GPU kernel time
 launch_gap_ms_per_step                   trace:rank                                    ms      trace.fusion     GPU idle per step between kernels while the next launch had not happened (gaps up to 1 ms)
 launch_gaps_per_step                     trace:rank                                    number  trace.fusion     such gaps per step
 kernel_sequence_static                   trace:rank                                    bool    trace.fusion     every profiled step launched the same kernel names in the same order

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
+from gpudoctor.catalog.impact import needs_in_words
 from gpudoctor.model import Finding, Severity
 from gpudoctor.report.model import Report
 from gpudoctor.report.tables import plain_lines
@@ -46,7 +47,7 @@ def write_lines(report: Report, out: TextIO, color: bool | None = None) -> None:
         for line in plain_lines(table):
             out.write(f"  {line}\n")
     for item in report.not_evaluated:
-        text = f"{item.code} {item.name} not evaluated: needs {item.needs}"
+        text = f"{item.code} {item.name} not evaluated: needs {needs_in_words(item.needs)}"
         out.write(f"{_DIM}{text}{_RESET}\n" if color else text + "\n")
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
     summary = (f"{len(report.findings)} finding(s): {counts[Severity.CRITICAL]} critical, "

@@ -12,6 +12,7 @@ import sys
 from typing import Any, TextIO
 
 from gpudoctor import __version__
+from gpudoctor.catalog.impact import needs_in_words
 from gpudoctor.model import Finding, Severity
 from gpudoctor.numbers import count, plain
 from gpudoctor.report import tables
@@ -192,7 +193,7 @@ def not_evaluated_lines(report: Report) -> list[str]:
                                for part in n.needs.split(";")):
             nvml_codes.append(n.code)
             continue
-        lines.append(f"{n.code} {n.name} [{n.source.value}]: needs {n.needs}")
+        lines.append(f"{n.code} {n.name} [{n.source.value}]: needs {needs_in_words(n.needs)}")
     if nvml_codes:
         lines.append(f"{', '.join(dict.fromkeys(nvml_codes))}: need NVML readings, absent here (see the note on NVML)")
     return lines

@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from gpudoctor.catalog.impact import needs_in_words
 from gpudoctor.model import Finding, Fix, NotEvaluated
 from gpudoctor.numbers import speedup
 from gpudoctor.report.render import note_text
@@ -188,5 +189,5 @@ class FindingDetail(VerticalScroll):
         if not_evaluated:
             text.append("\n\nNot evaluated (evidence missing):", style="bold")
             for item in not_evaluated:
-                text.append(f"\n{item.code} {item.name}: needs {item.needs}")
+                text.append(f"\n{item.code} {item.name}: needs {needs_in_words(item.needs)}")
         self._body.update(text)
