@@ -28,3 +28,23 @@ def test_a_wide_table_keyed_by_rank_turns_on_its_side() -> None:
     shape = layout(ranks, 80)
     assert shape.header == ["metric", "rank 0", "rank 1"] and shape.rows[0] == ["metric_0_pct", "1.5", "1.5"]
     assert layout(ranks, 1000).header == cols   # wide enough: rows stay rows
+
+
+def test_a_table_too_wide_for_its_names_breaks_them_after_an_underscore_not_inside_a_word(monkeypatch) -> None:
+    """`analyze` on many ranks at 80 columns printed "step_time_p5" over "0_ms" (rich's fold)."""
+    cols = ["rank", "step_time_p50_ms", "outside_collective_ms", "straggler_score", "step_time_score",
+            "straggler_cause", "late_collective_pct"]
+    rows = [{"rank": r, "step_time_p50_ms": 148.3, "outside_collective_ms": None, "straggler_score": 0.927,
+             "step_time_score": 0.927, "straggler_cause": "input", "late_collective_pct": None} for r in range(12)]
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    render(Report("analyze", [], tables=[MetricTable("Ranks compared", cols, rows)]), "text", out)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    words = {w for line in text.splitlines() for w in line.split()}
+    assert {"p50_ms", "straggler_", "collective_"} <= words
+    assert not {w for w in words if w.startswith("p5") and w != "p50_ms"}  # no "p5" / "0_ms" halves
+    monkeypatch.setenv("COLUMNS", "200")  # room for every name: one header line, names whole
+    wide = io.StringIO()
+    render(Report("analyze", [], tables=[MetricTable("Ranks compared", cols, rows)]), "text", wide)
+    assert "step_time_p50_ms" in wide.getvalue() and "late_collective_pct" in wide.getvalue()

@@ -312,6 +312,27 @@ def rich_legend(bottleneck: Any) -> Any:
     return out
 
 
+def _fitted_headers(shape: tables.Layout, width: int) -> list[str]:
+    """Column names that fit ``width``: as they are where the table fits, else broken after an
+    underscore onto lines no wider than the column's cells (``step_time_`` / ``p50_ms``), never inside
+    a word as rich's fold would."""
+    cells = [max((len(row[i]) for row in shape.rows), default=0) for i in range(len(shape.header))]
+    if sum(max(len(h), c) for h, c in zip(shape.header, cells)) + 2 * (len(cells) - 1) <= width:
+        return list(shape.header)
+    out: list[str] = []
+    for header, cell in zip(shape.header, cells):
+        parts = [p + "_" for p in header.split("_")]
+        parts[-1] = parts[-1][:-1]
+        budget = max(cell, 6, max(len(p) for p in parts))
+        lines = [""]
+        for part in parts:
+            if lines[-1] and len(lines[-1]) + len(part) > budget:
+                lines.append("")
+            lines[-1] += part
+        out.append("\n".join(lines))
+    return out
+
+
 def _rich_table(table: MetricTable, width: int) -> Any:
     """A rich table drawn from :func:`gpudoctor.report.tables.layout`."""
     from rich.console import Group
@@ -320,7 +341,7 @@ def _rich_table(table: MetricTable, width: int) -> Any:
 
     shape = tables.layout(table, width)
     t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, text in zip(shape.header, shape.text_columns):
+    for col, text in zip(_fitted_headers(shape, width), shape.text_columns):
         t.add_column(col, justify="left" if text else "right", overflow="fold")
     for row in shape.rows:
         t.add_row(*row)
