@@ -11,8 +11,8 @@ this script runs the zoo examples whose planted problem has live blocks and keep
     python3 bench/validation/record_rule_cases.py --cpu --only input_bound --duration 20   # CPU dry run
 
 then copy the folder to ``tests/data/gpu_runs/<run>/rule_cases/``, run
-``.venv/bin/python tests/data/rule_cases/make_cases.py`` and take the blocks that gained a case off
-``NO_CASE`` in ``tests/core/test_rule_cases.py``.
+``.venv/bin/python tests/data/rule_cases/make_cases.py`` and take the ``no_case`` line off each
+block that gained a case (in its rule file; ``tests/core/test_rule_cases.py`` names them).
 
 Per example (one at a time, each bounded by a timeout): start it with ``--steps 0``, wait for two
 progress lines, ``gpudoctor attach PID --duration D --format json``, write the report, stop the job.

@@ -59,6 +59,7 @@ title = "t"
 cleared_by = {value}
 
 [[when]]
+id = "live-cuda"
 source = "live"
 scope = "job"
 condition = "cuda_in_use"

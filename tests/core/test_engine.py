@@ -18,6 +18,7 @@ severity = "info"
 [options]
 max_kernels = 3
 [[when]]
+id = "trace-kernels"
 source = "trace"
 scope = "rank"
 condition = "kernels_per_step > max_kernels"

@@ -55,6 +55,7 @@ title = "A probe"
 {option} = 1.0
 
 [[when]]
+id = "trace-step-time"
 source = "trace"
 scope = "rank"
 condition = "step_time_p50_ms > 0"

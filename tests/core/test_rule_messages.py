@@ -21,12 +21,12 @@ from gpudoctor.model import Source
 _STARTS_AS_CODE = re.compile(r"^([`{/0-9]|[A-Za-z_]+[._][A-Za-z_])")
 _SEVERITY_WORDS = re.compile(r"\b(critical|warning|info)\b", re.I)
 
-_CARDS = [(code, k, when) for code, rule in sorted(load_catalog().rules.items())
-          for k, when in enumerate(rule.whens) if when.source is not Source.STATIC]
+_CARDS = [(code, when.id, when) for code, rule in sorted(load_catalog().rules.items())
+          for when in rule.whens if when.source is not Source.STATIC]
 
 
-@pytest.mark.parametrize(("code", "block", "when"), _CARDS, ids=[f"{c}-{k}" for c, k, _ in _CARDS])
-def test_message_starts_a_sentence_and_names_no_severity(code: str, block: int, when: object) -> None:
+@pytest.mark.parametrize(("code", "block", "when"), _CARDS, ids=[f"{c}-{b}" for c, b, _ in _CARDS])
+def test_message_starts_a_sentence_and_names_no_severity(code: str, block: str, when: object) -> None:
     text = when.message.text  # type: ignore[attr-defined]
     assert _STARTS_AS_CODE.match(text) or text[:1].isupper(), f"{code} block {block}: {text[:60]!r}"
     assert not _SEVERITY_WORDS.search(text), f"{code} block {block} names a severity: {text!r}"

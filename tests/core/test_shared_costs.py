@@ -77,6 +77,7 @@ title = "t"
 {extra}
 
 [[when]]
+id = "trace-idle"
 source = "trace"
 scope = "rank"
 condition = "idle_pct > 1"

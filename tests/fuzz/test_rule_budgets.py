@@ -17,7 +17,7 @@ from gpudoctor.model import FactSet, Source
 
 def _rule(condition: str, message: str = "fired", code: str = "GD990") -> str:
     return (f'+++\ncode = "{code}"\nname = "user-rule-{code[2:]}"\ntitle = "a user rule"\nseverity = "warning"\n\n'
-            f'[[when]]\nsource = "static"\nscope = "python.site"\ncondition = "{condition}"\n'
+            f'[[when]]\nid = "static-site"\nsource = "static"\nscope = "python.site"\ncondition = "{condition}"\n'
             f"message = '''{message}'''\n+++\n\n## What it detects\nA test.\n")
 
 

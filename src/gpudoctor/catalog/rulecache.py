@@ -37,7 +37,7 @@ except ImportError:  # an interpreter without it
     from hashlib import blake2b as _digest
 
 #: Bump when the stored layout changes.
-_FORMAT = b"gpudoctor-rule-cache-4"  # 2: Rule.symptom; 3: Rule and When are msgspec Structs; 4: Rule.gate
+_FORMAT = b"gpudoctor-rule-cache-5"  # 2: Rule.symptom; 3: Rule and When are msgspec Structs; 4: Rule.gate; 5: When.id, When.no_case
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 

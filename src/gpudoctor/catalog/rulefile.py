@@ -42,6 +42,7 @@ class RuleFileError(ValueError):
 class When(msgspec.Struct, frozen=True):
     """One way a rule can fire: for one source, over fact sets of one scope."""
 
+    id: str  # kebab-case, unique within the rule: names this way of firing (recorded rule cases are keyed by it)
     source: Source
     scope: str
     condition: Condition
@@ -49,6 +50,7 @@ class When(msgspec.Struct, frozen=True):
     severity: Severity | None = None
     needs: str = ""  # said when no fact set of this scope exists
     impact: ImpactModel | None = None  # this block's estimate (the rule's [impact] unless overridden)
+    no_case: str = ""  # live/trace only: why no recorded fact set fires this block (tests/core/test_rule_cases.py)
 
 
 class Gate(msgspec.Struct, frozen=True):
@@ -155,9 +157,11 @@ def _parse(text: str, path: Path | None) -> Rule:
     severity = Severity.parse(meta.get("severity", "warning"))
     options = dict(meta.get("options", {}))
     impact = parse_impact(meta["impact"]) if "impact" in meta else None
-    whens = tuple(_parse_when(w, options, impact) for w in meta.get("when", []))
-    if not whens:
+    raw_whens = meta.get("when", [])
+    if not raw_whens:
         raise ValueError("a rule needs at least one [[when]] block")
+    whens = tuple(_parse_when(w, n, len(raw_whens), options, impact) for n, w in enumerate(raw_whens, 1))
+    _check_unique_ids(whens)
     sections = _split_sections(body)
     return Rule(
         code=code,
@@ -219,12 +223,41 @@ def _codes(raw: Any, own: str) -> tuple[str, ...]:
     return codes
 
 
-def _parse_when(raw: dict[str, Any], options: dict[str, Any], impact: ImpactModel | None) -> When:
+#: The keys a ``[[when]]`` block takes (``impact`` is its ``[when.impact]`` table).
+WHEN_KEYS = ("id", "source", "scope", "condition", "message", "severity", "needs", "impact", "no_case")
+#: The sources whose blocks have recorded cases, and so may say why they have none (``no_case``).
+CASE_SOURCES = (Source.LIVE, Source.TRACE)
+
+
+def _parse_when(raw: dict[str, Any], number: int, count: int, options: dict[str, Any],
+                impact: ImpactModel | None) -> When:
+    """One ``[[when]]`` block, the ``number``-th of ``count``; errors name the block by its id, or its place."""
+    ident = raw.get("id")
+    if ident is None:
+        raise ValueError(f"[[when]] block {number} of {count} has no id: add id = \"...\" as its first key, a "
+                         "kebab-case name for this way of firing that is unique within the rule (\"trace-critical\")")
+    if not isinstance(ident, str) or not NAME_RE.match(ident):
+        raise ValueError(f"[[when]] block {number} of {count} has id = {ident!r}, which is not kebab-case "
+                         "(lower-case words and digits joined by '-', like \"live-fixable-wait\")")
+    unknown = sorted(set(raw) - set(WHEN_KEYS))
+    if unknown:
+        raise ValueError(f"[[when]] block \"{ident}\" has unknown key(s) {', '.join(unknown)}: a block takes "
+                         f"{', '.join(WHEN_KEYS)}")
+    source = Source(raw["source"])
+    no_case = raw.get("no_case", "")
+    if "no_case" in raw and source not in CASE_SOURCES:
+        raise ValueError(f"[[when]] block \"{ident}\" is a {source.value} block with no_case, which only live and "
+                         "trace blocks take (they are the ones with recorded cases): take it off")
+    if not isinstance(no_case, str) or ("no_case" in raw and not no_case.strip()):
+        raise ValueError(f"[[when]] block \"{ident}\" has no_case = {no_case!r}: it takes a reason, a non-empty "
+                         "string saying why no recorded fact set fires the block")
     condition = Condition(str(raw["condition"]))
     message = Template(str(raw["message"]))
     sev = raw.get("severity")
     return When(
-        source=Source(raw["source"]),
+        id=ident,
+        no_case=no_case,
+        source=source,
         scope=str(raw["scope"]),
         condition=condition,
         message=message,
@@ -232,6 +265,15 @@ def _parse_when(raw: dict[str, Any], options: dict[str, Any], impact: ImpactMode
         needs=str(raw.get("needs", "")),
         impact=parse_impact(raw["impact"]) if "impact" in raw else impact,
     )
+
+
+def _check_unique_ids(whens: tuple[When, ...]) -> None:
+    seen: dict[str, int] = {}
+    for number, when in enumerate(whens, 1):
+        if when.id in seen:
+            raise ValueError(f"[[when]] block {number} of {len(whens)} has id \"{when.id}\", which block {seen[when.id]} "
+                             "already has: ids are unique within a rule")
+        seen[when.id] = number
 
 
 def _names(value: Any, key: str) -> tuple[str, ...]:

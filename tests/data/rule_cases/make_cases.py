@@ -20,8 +20,9 @@ from the repository root::
 
     .venv/bin/python tests/data/rule_cases/make_cases.py
 
-and commit the JSON. ``tests/core/test_rule_cases.py`` evaluates every case; blocks with no case
-are listed there, each with its reason.
+and commit the JSON: ``{block id: case}`` per rule, keyed by each ``[[when]]`` block's ``id``.
+``tests/core/test_rule_cases.py`` evaluates every case; a block with no case says why in its rule
+file (``no_case = "..."``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from gpudoctor.catalog import load_catalog
 from gpudoctor.catalog.catalog import Catalog
 from gpudoctor.catalog.expr import MISSING, ExpressionError
 from gpudoctor.catalog.impact import DEFAULT_OPTIONS
-from gpudoctor.catalog.rulefile import Rule, When
+from gpudoctor.catalog.rulefile import CASE_SOURCES, Rule, When
 from gpudoctor.live.facts import build_factsets
 from gpudoctor.live.samples import GpuSample, ProcessSample, ShmSample, StackSample, StepStats, WorkerSample
 from gpudoctor.model import FactSet, Source
@@ -50,7 +51,6 @@ OUT = Path(__file__).resolve().parent
 SHARED_TRACES = REPO.parent / "shared" / "traces"
 BENCH_RESULTS = REPO / "tests" / "data" / "gpu_runs"
 RECORDED_TRACES = REPO / "tests" / "data" / "trace"
-CASE_SOURCES = (Source.LIVE, Source.TRACE)
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def _first_to_fire(rule: Rule, index: int, rec: Recorded, options: Mapping[str, 
 
 
 def build_cases(catalog: Catalog) -> dict[str, dict[str, dict[str, Any]]]:
-    """{rule code: {block index: case}} for every live/trace block some recording fires."""
+    """{rule code: {block id: case}} for every live/trace block some recording fires."""
     trace_recs = list(recorded_trace_factsets())
     live_recs = list(recorded_live_evidence())
     live_sets = list(recorded_live_factsets())
@@ -228,7 +228,7 @@ def build_cases(catalog: Catalog) -> dict[str, dict[str, dict[str, Any]]]:
             if not firing:
                 continue
             chosen = next((r for r in firing if _first_to_fire(rule, index, r, options)), firing[0])
-            cases.setdefault(rule.code, {})[str(index)] = {
+            cases.setdefault(rule.code, {})[when.id] = {
                 "source": when.source.value, "scope": when.scope, "origin": chosen.origin,
                 "location": chosen.location, "facts": dict(sorted(chosen.facts.items())),
             }
