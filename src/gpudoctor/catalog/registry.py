@@ -520,6 +520,9 @@ rank_processes                           static:deploy.rank_workers             
 launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
 reason                                   static:file.error                             text    static.sites     why the file could not be analysed
 detail                                   static:file.error                             text    static.sites     the error
+# --- static: what the deployment file that sets an NCCL variable asks of the hardware (GD805) ---
+gpus_requested                           static:deploy.env                             count   static.transportneeds the most GPUs per node a resource, docker run or launcher of the same file asks for as a literal (-1: all the node's GPUs; 0: none written, or a variable)
+rdma_requested                           static:deploy.env                             bool    static.transportneeds the same file requests an RDMA device (/dev/infiniband, an rdma/… or mlnxnics resource) or names InfiniBand adapters (NCCL_IB_HCA)
 # --- static: on a Python file's sites, the program it is part of: what it, the project modules it imports
 #     and (for a module) the scripts that import it do (static.localimports, static.runner); the run
 #     fact set holds the same over the whole checked tree, for deployment files ---

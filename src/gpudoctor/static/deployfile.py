@@ -7,6 +7,7 @@ from __future__ import annotations
 from gpudoctor.static.deploy import check_dockerfile, check_shell
 from gpudoctor.static.manifests import check_yaml
 from gpudoctor.static.sites import FileResult, find_ignores
+from gpudoctor.static.transportneeds import add_transport_needs
 
 
 def check_deploy_file(path: str, kind: str, data: bytes) -> FileResult:
@@ -24,4 +25,5 @@ def check_deploy_file(path: str, kind: str, data: bytes) -> FileResult:
         check_shell(result, text)
     elif kind == "yaml":
         check_yaml(result, text)
+    add_transport_needs(result, text)
     return result
