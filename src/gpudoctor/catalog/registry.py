@@ -522,6 +522,8 @@ reason                                   static:file.error                      
 detail                                   static:file.error                             text    static.sites     the error
 # --- static: gradient accumulation under apex DDP (GD605, static.pyaccum) ---
 file_uses_apex_ddp                       static:python.grad_accumulation               bool    static.pyaccum   the file wraps models in apex's DistributedDataParallel (apex.parallel, deepscale.distributed_apex), never torch's: no no_sync() to use
+# --- static: anomaly detection behind a debugging option (GD307, static.pyanomaly) ---
+debug_guarded                            static:python.anomaly_detection               bool    static.pyanomaly the call runs only on a debugging option: under an if (or in a function) that names debug/anomaly, or its mode is not a literal
 # --- static: what the deployment file that sets an NCCL variable asks of the hardware (GD805) ---
 gpus_requested                           static:deploy.env                             count   static.transportneeds the most GPUs per node a resource, docker run or launcher of the same file asks for as a literal (-1: all the node's GPUs; 0: none written, or a variable)
 rdma_requested                           static:deploy.env                             bool    static.transportneeds the same file requests an RDMA device (/dev/infiniband, an rdma/… or mlnxnics resource) or names InfiniBand adapters (NCCL_IB_HCA)

@@ -19,6 +19,7 @@ from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
 from gpudoctor.static.cudagraphs import cudagraph_reuse_sites
 from gpudoctor.static.pyaccum import accumulation_facts, steps_in_both_branches
+from gpudoctor.static.pyanomaly import mark_debug_guarded
 from gpudoctor.static.pyattention import attention_sites
 from gpudoctor.static.pycompile import compile_no_effect_sites
 from gpudoctor.static.pyextra import (
@@ -534,6 +535,7 @@ def check_python(path: str, data: bytes) -> FileResult:
         result.sites.extend(cudagraph_reuse_sites(tree, checker.names))
         result.sites.extend(compile_no_effect_sites(tree, checker.names))
         mark_whole_model_loads(tree, result.sites)
+        mark_debug_guarded(tree, result.sites)
         result.sites.extend(sampler_epoch_sites(tree, checker.names))
         accumulation = [s for s in result.sites if s.scope == "python.grad_accumulation"]
         if accumulation:
