@@ -70,7 +70,8 @@ NO_CASE: dict[tuple[str, int], str] = {
     ("GD601", 5): "no recorded trace set has ranks whose steps cannot be compared one by one; HTA's distributed "
                   "traces in ../shared/traces/public/hta have them (tests/trace/test_rank_numbering.py)",
     ("GD601", 4): "needs a new recording: `python3 bench/validation/multigpu_validation.py` (compute case, agent comm hook in every rank) on 2 H200s",
-    ("GD609", 1): "no recorded run set NCCL_DEBUG=INFO; needs bench/validation/multigpu_validation.py with NCCL_DEBUG=INFO in the job's environment",
+    ("GD609", 2): "no recorded run set NCCL_DEBUG=TRACE; needs bench/validation/multigpu_validation.py with NCCL_DEBUG=TRACE in the job's environment",
+    ("GD609", 3): "no recorded run set NCCL_DEBUG=INFO; needs bench/validation/multigpu_validation.py with NCCL_DEBUG=INFO in the job's environment",
     ("GD610", 0): "no recorded run lost a rank; needs `python3.12 bench/validation/ranks_validation.py` with a rank killed mid-run",
     ("GD610", 1): "no recorded run stalled with ranks at different steps; needs `python3.12 bench/validation/ranks_validation.py` with a hang",
     ("GD613", 0): "no recorded run hung with every rank at the same step; needs `python3.12 bench/validation/ranks_validation.py` with a hang",
