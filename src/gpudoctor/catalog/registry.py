@@ -423,7 +423,7 @@ dead_ranks                               live:ranks                             
 dead_rank_count                          live:ranks                                    count   live.stragglers  how many ranks exited
 where_by_rank                            live:ranks                                    text    live.stragglers  where each rank's main thread is (py-spy), after a stall
 # --- static: Python training code (gpudoctor.static.python) ---
-file_kind                                static:*                                      text    static.sites     python, dockerfile, compose, k8s, shell
+file_kind                                static:*                                      text    static.sites     python, dockerfile, compose, k8s, shell, requirements
 file_uses_cuda                           static:python.*                               bool    static.python    the file itself moves work to CUDA (.cuda(), .to("cuda"/device), device=…, torch.device("cuda"))
 file_uses_ddp                            static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself uses DistributedDataParallel or init_process_group
 file_has_distributed_sampler             static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself mentions DistributedSampler
