@@ -64,6 +64,8 @@ def test_nvls_off_in_a_script_that_names_no_launcher_count_is_info(tmp_path: Pat
     ("CUDA_VISIBLE_DEVICES=0,1,2,3 python t.py\n", 4),
     ("deepspeed --num_gpus $NGPU t.py\n", 0),
     ("# torchrun --nproc_per_node 8 t.py\npython t.py\n", 0),
+    ("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\nsrun python t.py\n", 8),
+    ("#SBATCH --gres=gpu:a100:4\nsrun python t.py\n", 4),
     ("services:\n  t:\n    deploy:\n      resources:\n        reservations:\n          devices:\n"
      "            - driver: nvidia\n              count: all\n", -1),
 ])

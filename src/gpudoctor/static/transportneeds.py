@@ -8,13 +8,15 @@ This module reads them and adds two facts to every ``deploy.env`` site of the fi
 
 ``gpus_requested``: the most GPUs per node a resource, a ``docker run`` or a launcher of the file
 asks for as a literal (``nvidia.com/gpu: 8``, ``--gpus 4``, ``torchrun --nproc_per_node 8``,
-``deepspeed --num_gpus 8``, ``mpirun -npernode 8``, ``CUDA_VISIBLE_DEVICES=0,1``); -1 for all the
+``deepspeed --num_gpus 8``, ``mpirun -npernode 8``, ``CUDA_VISIBLE_DEVICES=0,1``, Slurm's
+``#SBATCH --gpus-per-node=8`` / ``--gres=gpu:8``); -1 for all the
 node's GPUs (``--gpus all``, compose ``count: all``, ``--nproc_per_node gpu``); 0 when nothing is
 written or the count is a variable.
 
 ``rdma_requested``: the file asks for an RDMA device (``/dev/infiniband``, a ``rdma/…`` or
 ``nvidia.com/mlnxnics`` resource) or names the InfiniBand adapters NCCL should use
-(``NCCL_IB_HCA``). Comments are not read: "used to disable infiniband" is no request.
+(``NCCL_IB_HCA``). Comments are not read ("used to disable infiniband" is no request), except
+Slurm's ``#SBATCH`` directives.
 
 It only reads the file's text and the sites its checker already made; it judges nothing.
 """
@@ -31,6 +33,7 @@ _GPU_OPTION_RE = re.compile(
     r"|--ntasks-per-node|--gpus-per-node)[\"']?(?:=|\s+|[\"']?\s*,\s*[\"']?)[\"']*([\w.=-]+(?:,\d+)*)")
 _VISIBLE_RE = re.compile(r"CUDA_VISIBLE_DEVICES[\"']?\s*[=:]\s*[\"']?([0-9][0-9,]*)")
 _RESOURCE_RE = re.compile(r"(?:nvidia\.com/gpu|amd\.com/gpu)[\"']?\s*:\s*[\"']?(\d+)")
+_GRES_RE = re.compile(r"--gres[=\s]+(?:\S*,)?gpu(?::[\w-]+)?:(\d+)")
 _COUNT_ALL_RE = re.compile(r"^\s*count\s*:\s*[\"']?all\b", re.M)
 _RDMA_RE = re.compile(r"/dev/infiniband|(?:^|[\s\"'])rdma/[\w.-]+[\"']?\s*:|nvidia\.com/mlnxnics|\bNCCL_IB_HCA\b")
 
@@ -39,7 +42,7 @@ def _code_text(text: str) -> str:
     """The text with ``#`` comment lines and trailing ``  # …`` comments dropped (shell, Dockerfile, YAML)."""
     lines = []
     for raw in text.splitlines():
-        if raw.lstrip().startswith("#"):
+        if raw.lstrip().startswith("#") and not raw.lstrip().startswith("#SBATCH"):  # Slurm's directives count
             continue
         lines.append(re.sub(r"\s#\s.*$", "", raw))
     return "\n".join(lines)
@@ -63,6 +66,7 @@ def gpus_requested(result: FileResult, text: str) -> int:
     counts = [_option_count(m.group(1)) for m in _GPU_OPTION_RE.finditer(code)]
     counts += [len([d for d in m.group(1).split(",") if d.strip()]) for m in _VISIBLE_RE.finditer(code)]
     counts += [int(m.group(1)) for m in _RESOURCE_RE.finditer(code)]
+    counts += [int(m.group(1)) for m in _GRES_RE.finditer(code)]
     if _COUNT_ALL_RE.search(code):
         counts.append(-1)
     for site in result.sites:
