@@ -423,7 +423,7 @@ dead_ranks                               live:ranks                             
 dead_rank_count                          live:ranks                                    count   live.stragglers  how many ranks exited
 where_by_rank                            live:ranks                                    text    live.stragglers  where each rank's main thread is (py-spy), after a stall
 # --- static: Python training code (gpudoctor.static.python) ---
-file_kind                                static:*                                      text    static.sites     python, dockerfile, compose, k8s, shell
+file_kind                                static:*                                      text    static.sites     python, dockerfile, compose, k8s, shell, requirements
 file_uses_cuda                           static:python.*                               bool    static.python    the file itself moves work to CUDA (.cuda(), .to("cuda"/device), device=…, torch.device("cuda"))
 file_uses_ddp                            static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself uses DistributedDataParallel or init_process_group
 file_has_distributed_sampler             static:python.whole_dataset_load,python.dataloader bool    static.pyextra   the file itself mentions DistributedSampler
@@ -520,6 +520,13 @@ rank_processes                           static:deploy.rank_workers             
 launcher                                 static:launch.command                         text    static.deploy    the launcher (torch.distributed.launch …)
 reason                                   static:file.error                             text    static.sites     why the file could not be analysed
 detail                                   static:file.error                             text    static.sites     the error
+# --- static: gradient accumulation under apex DDP (GD605, static.pyaccum) ---
+file_uses_apex_ddp                       static:python.grad_accumulation               bool    static.pyaccum   the file wraps models in apex's DistributedDataParallel (apex.parallel, deepscale.distributed_apex), never torch's: no no_sync() to use
+# --- static: anomaly detection behind a debugging option (GD307, static.pyanomaly) ---
+debug_guarded                            static:python.anomaly_detection               bool    static.pyanomaly the call runs only on a debugging option: under an if (or in a function) that names debug/anomaly, or its mode is not a literal
+# --- static: what the deployment file that sets an NCCL variable asks of the hardware (GD805) ---
+gpus_requested                           static:deploy.env                             count   static.transportneeds the most GPUs per node a resource, docker run or launcher of the same file asks for as a literal (-1: all the node's GPUs; 0: none written, or a variable)
+rdma_requested                           static:deploy.env                             bool    static.transportneeds the same file requests an RDMA device (/dev/infiniband, an rdma/… or mlnxnics resource) or names InfiniBand adapters (NCCL_IB_HCA)
 # --- static: on a Python file's sites, the program it is part of: what it, the project modules it imports
 #     and (for a module) the scripts that import it do (static.localimports, static.runner); the run
 #     fact set holds the same over the whole checked tree, for deployment files ---

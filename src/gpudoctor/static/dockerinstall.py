@@ -14,7 +14,10 @@ that are held alike share one site, since a finding is reported once per line an
 - ``nightly``: not pinned, from a nightly index or with ``--pre``;
 - ``variable``: the version comes from a build argument or variable without a default.
 
-Packages installed only as another package's dependency and ``-r requirements.txt`` are not read.
+A pip requirements file (``requirements*.txt``) is read on its own by :func:`check_requirements`:
+one site per torch line, ``installer`` ``pip``, ``file_kind`` ``requirements``. Which Dockerfile
+installs it (``pip install -r requirements.txt``) is not followed, and packages installed only as
+another package's dependency are not read.
 What it must not do: run anything, or decide on a finding (GD807 does).
 """
 
@@ -174,3 +177,30 @@ def _conda_state(spec: str) -> str:
         return "range"
     return "pinned" if any(ch.isdigit() for ch in spec) else "none"
 
+
+
+def check_requirements(result: FileResult, text: str) -> None:
+    """A ``deploy.torch_install`` site for each torch line of a pip requirements file (``torch``,
+    ``torch>=2``, ``torch==2.5.1``, ``torch @ https://…``; options lines such as ``-r other.txt`` and
+    ``--index-url`` are not requirements). ``--pre`` or a nightly ``--index-url`` in the file makes an
+    unpinned torch a nightly, as on a command line."""
+    lines: list[tuple[int, str]] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if line:
+            lines.append((number, line))
+    options = " ".join(line for _, line in lines if line.startswith("-"))
+    pre = "--pre" in options.split()
+    nightly = "nightly" in options
+    for number, line in lines:
+        if line.startswith("-"):
+            continue
+        match = _REQUIREMENT_RE.match(line)
+        if match is None or match.group(1).lower() not in TORCH_NAMES:
+            continue
+        spec = match.group(3).strip()
+        state = _pip_state(spec)
+        if state in ("none", "range") and (pre or nightly):
+            state = "nightly"
+        result.add("deploy.torch_install", number, 1, label=f"{match.group(1)}{spec}", package=match.group(1),
+                   version_spec=spec, pin_state=state, installer="pip", index_url="", pre_release=pre)

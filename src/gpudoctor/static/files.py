@@ -35,7 +35,8 @@ MAX_PYTHON_BYTES = 1024 * 1024
 
 
 def classify(path: Path) -> str | None:
-    """``python`` | ``dockerfile`` | ``yaml`` | ``shell``, or None for files that are not checked."""
+    """``python`` | ``dockerfile`` | ``yaml`` | ``shell`` | ``requirements`` (pip's ``requirements*.txt``,
+    ``*-requirements.txt``, ``*_requirements.txt``), or None for files that are not checked."""
     name = path.name
     lower = name.lower()
     if lower.endswith(".py"):
@@ -46,6 +47,9 @@ def classify(path: Path) -> str | None:
         return "yaml"
     if lower.endswith((".sh", ".bash")):
         return "shell"
+    if lower.endswith(".txt") and (lower.startswith("requirements") or lower.endswith(("-requirements.txt",
+                                                                                        "_requirements.txt"))):
+        return "requirements"
     return None
 
 
@@ -69,7 +73,7 @@ def iter_files(roots: Iterable[str], skipped: list[str] | None = None) -> Iterat
             # so that it is reported as not checked instead of silently skipped.
             kind = classify(base) or (_sniff(base) if base.is_file() else "unknown")
             if kind is None:
-                raise UserError(f"{root}: not a Python file, Dockerfile, YAML manifest or shell script.",
+                raise UserError(f"{root}: not a Python file, Dockerfile, YAML manifest, shell script or requirements file.",
                                 ExitCode.USAGE)
             real = os.path.realpath(base)
             if real not in seen:

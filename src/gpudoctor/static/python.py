@@ -18,7 +18,8 @@ from typing import Any
 from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
 from gpudoctor.static.cudagraphs import cudagraph_reuse_sites
-from gpudoctor.static.pyaccum import accumulation_facts
+from gpudoctor.static.pyaccum import accumulation_facts, steps_in_both_branches
+from gpudoctor.static.pyanomaly import mark_debug_guarded
 from gpudoctor.static.pyattention import attention_sites
 from gpudoctor.static.pycompile import compile_no_effect_sites
 from gpudoctor.static.pyextra import (
@@ -304,6 +305,8 @@ class PythonChecker(ast.NodeVisitor):
         self.periodic_depth += periodic
         self.rank_guard_depth += rank_guard
         self.platform_depth += platform
+        if periodic and self.frames and steps_in_both_branches(node):
+            self.frames[-1].plain_steps += 1  # an optimizer steps either way: no accumulation (GD605)
         for stmt in node.body:
             self.visit(stmt)
         for stmt in node.orelse:
@@ -532,6 +535,7 @@ def check_python(path: str, data: bytes) -> FileResult:
         result.sites.extend(cudagraph_reuse_sites(tree, checker.names))
         result.sites.extend(compile_no_effect_sites(tree, checker.names))
         mark_whole_model_loads(tree, result.sites)
+        mark_debug_guarded(tree, result.sites)
         result.sites.extend(sampler_epoch_sites(tree, checker.names))
         accumulation = [s for s in result.sites if s.scope == "python.grad_accumulation"]
         if accumulation:

@@ -32,7 +32,7 @@ class FileResult:
     """Everything one checker learned from one file."""
 
     path: str
-    kind: str  # python | dockerfile | compose | k8s | shell | yaml
+    kind: str  # python | dockerfile | compose | k8s | shell | yaml | requirements
     sites: list[Site] = field(default_factory=list)
     flags: dict[str, bool] = field(default_factory=dict)
     ignores: dict[int, frozenset[str]] = field(default_factory=dict)  # line → codes ("*" = all)
