@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
+from gpudoctor.static import pyprecision, pyscale
 from gpudoctor.static.sites import Site
 
 if TYPE_CHECKING:
@@ -76,8 +77,12 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
         ck.flags["uses_cuda"] = True
     if not ck.flags["pins_memory"] and pn.literal(pn.keyword(node, "pin_memory")) is True:
         ck.flags["pins_memory"] = True  # torch.empty(..., pin_memory=True): a pinned buffer batches are sliced from
-    if not ck.flags["sets_precision"] and sets_low_precision(node, qual, attr, names):
+    if not ck.flags["sets_precision"] and (sets_low_precision(node, qual, attr, names)
+                                           or pyprecision.precision_policy(node, qual, names)):
         ck.flags["sets_precision"] = True
+    if not ck.flags["scales_loss"] and pyprecision.scales_loss(node, qual, attr):
+        ck.flags["scales_loss"] = True
+    pyscale.note_scale(ck.flags, node, qual, names)
     is_conv = names.is_one_of(qual, pn.CONV_LAYERS) or (qual or "").startswith("torchvision.models.resnet")
     if is_conv and ck.first_conv is None:
         ck.first_conv = node
@@ -383,7 +388,8 @@ _DEEPSPEED_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu
 
 def is_deepspeed_config(node: ast.Dict) -> bool:
     """A dict literal with DeepSpeed config keys (``{"train_batch_size": …, "zero_optimization": …}``)."""
-    return any(isinstance(k, ast.Constant) and k.value in _DEEPSPEED_KEYS for k in node.keys)
+    # "optimizer" alone is a checkpoint dict's key too ({"epoch": …, "optimizer": opt.state_dict()})
+    return any(isinstance(k, ast.Constant) and k.value in _DEEPSPEED_KEYS and k.value != "optimizer" for k in node.keys)
 
 
 #: JSON files beside a DeepSpeed script that are read for its precision, at most (and bytes each)

@@ -31,12 +31,19 @@ from gpudoctor.static.pyextra import (
     mark_whole_model_loads,
     marks_cuda_use,
 )
+from gpudoctor.static.pyprecision import (
+    is_autograd_function_backward,
+    precision_item_assign,
+    variable_precision_section,
+)
 from gpudoctor.static.pysampler import sampler_epoch_sites
 from gpudoctor.static.sites import FileResult, Site, find_ignores
 
 #: Project-wide flags every Python file contributes to (OR-ed over files; see ``static/runner.py``).
 FLAGS = ("uses_cuda", "uses_ddp", "has_distributed_sampler", "pins_memory", "cudnn_benchmark", "uses_no_sync",
-         "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile", "reduces_tensors", "sets_precision")
+         "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile", "reduces_tensors", "sets_precision",
+         # precision and scale (static/pyprecision.py, static/pyscale.py)
+         "scales_loss", "toy_data", "small_layers", "real_data", "large_model")
 
 
 #: Fields that never hold nodes the walker cares about (expression contexts, operators).
@@ -347,6 +354,8 @@ class PythonChecker(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         value = node.value
+        if not self.flags["sets_precision"] and precision_item_assign(node):
+            self.flags["sets_precision"] = True
         for target in node.targets:
             if isinstance(target, ast.Attribute) and target.attr == "benchmark" and \
                     self.names.qualname(target) == "torch.backends.cudnn.benchmark" and pn.literal(value) is not False:
@@ -376,10 +385,12 @@ class PythonChecker(ast.NodeVisitor):
             self.dataset_calls[name] = value
 
     def visit_Dict(self, node: ast.Dict) -> None:
+        if is_deepspeed_config(node):
+            self.deepspeed_config_seen = True
+            if not self.flags["sets_precision"] and variable_precision_section(node):
+                self.flags["sets_precision"] = True
         if not self.flags["sets_precision"] and low_precision_config(node):
             self.flags["sets_precision"] = True
-        if not self.deepspeed_config_seen and is_deepspeed_config(node):
-            self.deepspeed_config_seen = True
         self.generic_visit(node)
 
     # ---- calls --------------------------------------------------------------------------------
@@ -387,7 +398,8 @@ class PythonChecker(ast.NodeVisitor):
         func = node.func
         qual = self.names.qualname(func)
         attr = func.attr if isinstance(func, ast.Attribute) else None
-        if attr == "backward" or qual == "torch.autograd.backward" or pn.is_loss_scaler_call(node):
+        if (attr == "backward" or qual == "torch.autograd.backward" or pn.is_loss_scaler_call(node)) and not (
+                self.functions and is_autograd_function_backward(self.functions[-1].node, self.functions[-1].class_name)):
             self._on_backward(node)
         elif attr == "step" and self.frames:
             frame = self.frames[-1]
