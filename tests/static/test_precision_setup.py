@@ -163,3 +163,19 @@ def test_framework_backward_scales_the_fp16_loss(tmp_path: Path) -> None:
     assert _gd207(tmp_path, accelerate, "loss.backward()") == 1
     # a tensor's backward given its gradient is no framework's
     assert _gd207(tmp_path, "", "loss.backward(torch.ones_like(loss))") == 1
+
+
+def test_accelerator_given_only_logging_kwargs_leaves_precision_to_launch(tmp_path: Path) -> None:
+    """Accelerate's Megatron-LM example: ``Accelerator(**accelerator_log_kwargs)``, a dict of logging
+    options; ``accelerate launch`` and its config choose the precision, as for ``Accelerator()``."""
+    code = '''
+from accelerate import Accelerator
+accelerator_log_kwargs = {{}}
+if args.with_tracking:
+    accelerator_log_kwargs["log_with"] = args.report_to
+    accelerator_log_kwargs[{key}] = {value}
+accelerator = Accelerator(gradient_accumulation_steps=4, **accelerator_log_kwargs)
+'''
+    assert _gd201(tmp_path, code.format(key='"project_dir"', value="args.output_dir")) == []
+    assert _gd201(tmp_path, code.format(key='"mixed_precision"', value='"no"')) == [Severity.WARNING]
+    assert _gd201(tmp_path, code.format(key="args.key", value="args.value")) == [Severity.WARNING]

@@ -78,7 +78,9 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
     if not ck.flags["pins_memory"] and pn.literal(pn.keyword(node, "pin_memory")) is True:
         ck.flags["pins_memory"] = True  # torch.empty(..., pin_memory=True): a pinned buffer batches are sliced from
     if not ck.flags["sets_precision"] and (sets_low_precision(node, qual, attr, names)
-                                           or pyprecision.precision_policy(node, qual, names)):
+                                           or pyprecision.precision_policy(node, qual, names)
+                                           or pyprecision.accelerator_leaves_precision_to_launch(node, qual,
+                                                                                                 ck.dict_keys)):
         ck.flags["sets_precision"] = True
     if not ck.flags["scales_loss"] and pyprecision.scales_loss(node, qual, attr):
         ck.flags["scales_loss"] = True

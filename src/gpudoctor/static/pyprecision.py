@@ -100,3 +100,51 @@ def is_autograd_function_backward(fn: ast.FunctionDef | ast.AsyncFunctionDef, cl
     first = args[0].arg if args else ""
     static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
     return first == "ctx" or static
+
+
+def kwargs_dict_keys(tree: ast.Module) -> dict[str, frozenset[str] | None]:
+    """For each name bound to a dict literal in the file, the keys it can hold: the literal's and those
+    set as ``name["key"] = …``; None once it is bound or changed any other way (``name.update(…)``, a
+    key that is not a literal, another value). ``Accelerator(**accelerator_log_kwargs)`` of the
+    Accelerate examples passes only logging options this way."""
+    keys: dict[str, set[str] | None] = {}
+
+    def forget(name: str) -> None:
+        keys[name] = None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    literal_keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)] \
+                        if isinstance(node.value, ast.Dict) else None
+                    if literal_keys is None or len(literal_keys) != len(node.value.keys):  # type: ignore[attr-defined]
+                        forget(target.id)
+                    elif keys.get(target.id, set()) is not None:
+                        keys.setdefault(target.id, set()).update(str(k) for k in literal_keys)  # type: ignore[union-attr]
+                elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                    name = target.value.id
+                    if isinstance(target.slice, ast.Constant) and keys.get(name, set()) is not None:
+                        keys.setdefault(name, set()).add(str(target.slice.value))  # type: ignore[union-attr]
+                    else:
+                        forget(name)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and node.func.attr in ("update", "setdefault", "__setitem__"):
+            forget(node.func.value.id)
+    return {name: frozenset(k) if k is not None else None for name, k in keys.items()}
+
+
+def accelerator_leaves_precision_to_launch(node: ast.Call, qual: str | None,
+                                           dict_keys: dict[str, frozenset[str] | None]) -> bool:
+    """``Accelerator(…, **kwargs)`` where ``kwargs`` is a dict of the file known not to hold
+    ``mixed_precision``: like ``Accelerator()``, ``accelerate launch`` and its config choose the precision."""
+    if (qual or "").rsplit(".", 1)[-1] != "Accelerator" or pn.keyword(node, "mixed_precision") is not None:
+        return False
+    starred = [k.value for k in node.keywords if k.arg is None]
+    if not starred:
+        return False  # pyextra.sets_low_precision judges the plain call
+    for value in starred:
+        known = dict_keys.get(value.id) if isinstance(value, ast.Name) else None
+        if known is None or "mixed_precision" in known:
+            return False
+    return True

@@ -33,6 +33,7 @@ from gpudoctor.static.pyextra import (
 )
 from gpudoctor.static.pyprecision import (
     is_autograd_function_backward,
+    kwargs_dict_keys,
     precision_item_assign,
     variable_precision_section,
 )
@@ -104,6 +105,7 @@ class PythonChecker(ast.NodeVisitor):
         self.first_conv: ast.Call | None = None
         self.deepspeed_engine = False  # calls deepspeed.initialize: its config may set the precision
         self.deepspeed_config_seen = False  # a dict literal with DeepSpeed config keys
+        self.dict_keys: dict[str, frozenset[str] | None] = {}  # names bound to dict literals → their keys
         self.gpu_names: set[str] = set()     # names bound to tensors put on the GPU (x = t.cuda())
         self.mapped_names: set[str] = set()  # names bound to a dataset tokenized up front (raw.map(f))
         self.dataset_calls: dict[str, ast.Call] = {}  # name → the Dataset call bound to it
@@ -159,6 +161,7 @@ class PythonChecker(ast.NodeVisitor):
         self.result.module_flags = sorted(module_level)
 
     def run(self, tree: ast.Module) -> None:
+        self.dict_keys = kwargs_dict_keys(tree)
         self._walk_module(tree)
         for fn in self.finished_functions:
             if fn.compiled or (fn.class_name in self.compiled_classes and fn.node.name == "forward"):
