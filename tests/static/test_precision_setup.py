@@ -96,9 +96,9 @@ torch.save({"epoch": 1, "state_dict": model.state_dict(), "optimizer": optimizer
     fp16 = {"train_batch_size": 256, "fp16": {"enabled": True}}
     (tmp_path / "config" / "ds_fp16_config.json").write_text(json.dumps(fp16))
     assert _gd201(tmp_path, code) == []
-    fp16["fp16"]["enabled"] = False
+    fp16["fp16"]["enabled"] = False  # read too: fp32 by choice (info), not "no precision set-up seen"
     (tmp_path / "config" / "ds_fp16_config.json").write_text(json.dumps(fp16))
-    assert _gd201(tmp_path, code) == [Severity.WARNING]
+    assert _gd201(tmp_path, code) == [Severity.INFO]
 
 
 CHECKPOINT_FUNCTION = '''
@@ -179,3 +179,24 @@ accelerator = Accelerator(gradient_accumulation_steps=4, **accelerator_log_kwarg
     assert _gd201(tmp_path, code.format(key='"project_dir"', value="args.output_dir")) == []
     assert _gd201(tmp_path, code.format(key='"mixed_precision"', value='"no"')) == [Severity.WARNING]
     assert _gd201(tmp_path, code.format(key="args.key", value="args.value")) == [Severity.WARNING]
+
+
+def test_deepspeed_config_that_turns_fp16_off_makes_gd201_info(tmp_path: Path) -> None:
+    """DeepSpeedExamples' data-efficiency runs: every ``ds_config*.json`` beside the script says
+    ``"fp16": {"enabled": false}``: fp32 by choice, which GD201 still lists, as info."""
+    code = '''
+import deepspeed
+model, optimizer, _, _ = deepspeed.initialize(model=Net(args.dim), args=args)
+'''
+    (tmp_path / "ds_config.json").write_text(json.dumps({"train_batch_size": 32, "fp16": {"enabled": False}}))
+    assert _gd201(tmp_path, code) == [Severity.INFO]
+    (tmp_path / "ds_config.json").write_text(json.dumps({"train_batch_size": 32, "zero_optimization": {"stage": 0}}))
+    assert _gd201(tmp_path, code) == [Severity.WARNING]  # a config that says nothing of precision
+    literal = '''
+import deepspeed
+config = {{"train_micro_batch_size_per_gpu": 8, "fp16": {{"enabled": {enabled}}}}}
+model, _, _, _ = deepspeed.initialize(model=Net(args.dim), config=config)
+'''
+    (tmp_path / "ds_config.json").unlink()
+    assert _gd201(tmp_path, literal.format(enabled="False")) == [Severity.INFO]
+    assert _gd201(tmp_path, literal.format(enabled="True")) == []

@@ -148,3 +148,11 @@ def accelerator_leaves_precision_to_launch(node: ast.Call, qual: str | None,
         if known is None or "mixed_precision" in known:
             return False
     return True
+
+
+def declines_low_precision_config(node: ast.Dict) -> bool:
+    """A DeepSpeed config dict that turns fp16/bf16 off in so many words (``"fp16": {"enabled": False}``):
+    fp32 is the author's choice (the JSON configs beside a script say so too:
+    :func:`gpudoctor.static.pyextra.deepspeed_json_precision` returning False)."""
+    return any(isinstance(key, ast.Constant) and key.value in _PRECISION_SECTIONS and isinstance(value, ast.Dict)
+               and not _enabled(value) for key, value in zip(node.keys, node.values))

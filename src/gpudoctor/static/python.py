@@ -24,6 +24,7 @@ from gpudoctor.static.pycompile import compile_no_effect_sites
 from gpudoctor.static.pyextra import (
     check_call_extras,
     conv_bias_pairs,
+    deepspeed_json_declines,
     deepspeed_json_precision,
     file_context,
     is_deepspeed_config,
@@ -32,6 +33,7 @@ from gpudoctor.static.pyextra import (
     marks_cuda_use,
 )
 from gpudoctor.static.pyprecision import (
+    declines_low_precision_config,
     is_autograd_function_backward,
     kwargs_dict_keys,
     precision_item_assign,
@@ -44,7 +46,7 @@ from gpudoctor.static.sites import FileResult, Site, find_ignores
 FLAGS = ("uses_cuda", "uses_ddp", "has_distributed_sampler", "pins_memory", "cudnn_benchmark", "uses_no_sync",
          "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile", "reduces_tensors", "sets_precision",
          # precision and scale (static/pyprecision.py, static/pyscale.py)
-         "scales_loss", "toy_data", "small_layers", "real_data", "large_model")
+         "scales_loss", "declines_low_precision", "toy_data", "small_layers", "real_data", "large_model")
 
 
 #: Fields that never hold nodes the walker cares about (expression contexts, operators).
@@ -172,6 +174,8 @@ class PythonChecker(ast.NodeVisitor):
             # the engine takes its precision from its config: one beside the script decides; with none
             # this file shows (built by code it cannot read, passed at launch), the precision is unknown
             self.flags["sets_precision"] = deepspeed_json_precision(self.result.path) is not False
+            if not self.flags["sets_precision"] and deepspeed_json_declines(self.result.path):
+                self.flags["declines_low_precision"] = True
         file_facts = file_context(tree, self.flags, self.result.sites)
         held = {cls for cls, getitem in self.getitems if pn.only_indexes(getitem, self.names)}
         self.result.in_memory_datasets = sorted(held)
@@ -392,6 +396,8 @@ class PythonChecker(ast.NodeVisitor):
             self.deepspeed_config_seen = True
             if not self.flags["sets_precision"] and variable_precision_section(node):
                 self.flags["sets_precision"] = True
+            if declines_low_precision_config(node):
+                self.flags["declines_low_precision"] = True
         if not self.flags["sets_precision"] and low_precision_config(node):
             self.flags["sets_precision"] = True
         self.generic_visit(node)
