@@ -15,6 +15,7 @@ over one node that flips a project flag. It decides nothing about findings.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from gpudoctor.static import pynames as pn
 
@@ -135,7 +136,7 @@ def kwargs_dict_keys(tree: ast.Module) -> dict[str, frozenset[str] | None]:
 
 
 def accelerator_leaves_precision_to_launch(node: ast.Call, qual: str | None,
-                                           dict_keys: dict[str, frozenset[str] | None]) -> bool:
+                                           dict_keys: Callable[[], dict[str, frozenset[str] | None]]) -> bool:
     """``Accelerator(…, **kwargs)`` where ``kwargs`` is a dict of the file known not to hold
     ``mixed_precision``: like ``Accelerator()``, ``accelerate launch`` and its config choose the precision."""
     if (qual or "").rsplit(".", 1)[-1] != "Accelerator" or pn.keyword(node, "mixed_precision") is not None:
@@ -144,7 +145,7 @@ def accelerator_leaves_precision_to_launch(node: ast.Call, qual: str | None,
     if not starred:
         return False  # pyextra.sets_low_precision judges the plain call
     for value in starred:
-        known = dict_keys.get(value.id) if isinstance(value, ast.Name) else None
+        known = dict_keys().get(value.id) if isinstance(value, ast.Name) else None
         if known is None or "mixed_precision" in known:
             return False
     return True

@@ -107,7 +107,8 @@ class PythonChecker(ast.NodeVisitor):
         self.first_conv: ast.Call | None = None
         self.deepspeed_engine = False  # calls deepspeed.initialize: its config may set the precision
         self.deepspeed_config_seen = False  # a dict literal with DeepSpeed config keys
-        self.dict_keys: dict[str, frozenset[str] | None] = {}  # names bound to dict literals → their keys
+        self.tree: ast.Module | None = None
+        self._dict_keys: dict[str, frozenset[str] | None] | None = None
         self.gpu_names: set[str] = set()     # names bound to tensors put on the GPU (x = t.cuda())
         self.mapped_names: set[str] = set()  # names bound to a dataset tokenized up front (raw.map(f))
         self.dataset_calls: dict[str, ast.Call] = {}  # name → the Dataset call bound to it
@@ -162,8 +163,15 @@ class PythonChecker(ast.NodeVisitor):
                 flags[name] = value or flags[name]
         self.result.module_flags = sorted(module_level)
 
+    def dict_keys(self) -> dict[str, frozenset[str] | None]:
+        """Names bound to dict literals in the module → the keys they can hold (computed on first use:
+        only ``Accelerator(**kwargs)`` asks)."""
+        if self._dict_keys is None:
+            self._dict_keys = kwargs_dict_keys(self.tree) if self.tree is not None else {}
+        return self._dict_keys
+
     def run(self, tree: ast.Module) -> None:
-        self.dict_keys = kwargs_dict_keys(tree)
+        self.tree = tree
         self._walk_module(tree)
         for fn in self.finished_functions:
             if fn.compiled or (fn.class_name in self.compiled_classes and fn.node.name == "forward"):
