@@ -12,7 +12,10 @@ that read the scores carry them on (scale, ``masked_fill``/``where``, dropout), 
 ``log_softmax``) marks them normalised, and a matmul whose left operand reads normalised scores
 closes the chain. One site ``python.attention`` per chain, at the scores' matmul, with the operand
 names as written (``q``, ``k``, ``v``), whether a mask was applied and whether it looks causal (a
-``tril``/``triu`` or a buffer named ``bias``/``mask`` filled with ``-inf``).
+``tril``/``triu`` or a buffer named ``bias``/``mask`` filled with ``-inf``), whether the same function
+also calls a fused kernel (``attn_fused_alternative``: the chain is the fallback of an ``if self.flash:``
+or of an option SDPA cannot do, nanoGPT's and litgpt's) and whether it attends within windows
+(``attn_windowed``: Swin's ``self.window_size``, where the scores are window² small).
 
 What it must not do: import torch or decide on a finding (GD212 does).
 """
@@ -28,6 +31,9 @@ from gpudoctor.static.sites import Site
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _MASK_CALLS = frozenset({"masked_fill", "masked_fill_", "where"})
 _CAUSAL_HINTS = ("tril", "triu", "bias", "causal", "mask")
+#: fused attention entry points: a function that calls one of them has the fused path already
+_FUSED_CALLS = frozenset({"scaled_dot_product_attention", "flash_attn_func", "flash_attn_varlen_func",
+                          "flash_attn_qkvpacked_func", "memory_efficient_attention", "flex_attention"})
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,26 @@ def attention_sites(tree: ast.Module) -> list[Site]:
     return sites
 
 
+def _function_traits(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, bool]:
+    """``attn_fused_alternative``: the function calls a fused kernel too (not a method of its own:
+    ``self.scaled_dot_product_attention`` is the hand-written code); ``attn_windowed``: it reads a
+    window size (``self.window_size``; a sliding window over the whole sequence is no small window)."""
+    fused = windowed = False
+    for stmt in _statements(fn.body):
+        for sub in _walk(stmt):
+            if isinstance(sub, ast.Call) and _call_name(sub) in _FUSED_CALLS and not (
+                    isinstance(sub.func, ast.Attribute) and isinstance(sub.func.value, ast.Name)
+                    and sub.func.value.id == "self"):
+                fused = True
+            ident = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
+            if "window" in ident.lower() and "slid" not in ident.lower():
+                windowed = True
+    return {"attn_fused_alternative": fused, "attn_windowed": windowed}
+
+
 def _function_sites(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[Site]:
     scores: dict[str, _Scores] = {}
+    traits: dict[str, bool] | None = None
     for stmt in _statements(fn.body):
         value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr)) else None
         if value is None:
@@ -63,7 +87,10 @@ def _function_sites(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[Site
         done = _closing(value, scores)
         if done is not None:
             s, v = done
-            yield _site(s, v)
+            traits = traits if traits is not None else _function_traits(fn)
+            site = _site(s, v)
+            site.values.update(traits)
+            yield site
             continue
         state = _state(value, scores)
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []

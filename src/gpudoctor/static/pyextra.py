@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.model import FactValue
 from gpudoctor.static import pynames as pn
+from gpudoctor.static import pyprecision, pyscale
 from gpudoctor.static.sites import Site
 
 if TYPE_CHECKING:
@@ -76,8 +77,14 @@ def check_call_extras(ck: PythonChecker, node: ast.Call, qual: str | None, attr:
         ck.flags["uses_cuda"] = True
     if not ck.flags["pins_memory"] and pn.literal(pn.keyword(node, "pin_memory")) is True:
         ck.flags["pins_memory"] = True  # torch.empty(..., pin_memory=True): a pinned buffer batches are sliced from
-    if not ck.flags["sets_precision"] and sets_low_precision(node, qual, attr, names):
+    if not ck.flags["sets_precision"] and (sets_low_precision(node, qual, attr, names)
+                                           or pyprecision.precision_policy(node, qual, names)
+                                           or pyprecision.accelerator_leaves_precision_to_launch(node, qual,
+                                                                                                 ck.dict_keys)):
         ck.flags["sets_precision"] = True
+    if not ck.flags["scales_loss"] and pyprecision.scales_loss(node, qual, attr):
+        ck.flags["scales_loss"] = True
+    pyscale.note_scale(ck.flags, node, qual, names)
     is_conv = names.is_one_of(qual, pn.CONV_LAYERS) or (qual or "").startswith("torchvision.models.resnet")
     if is_conv and ck.first_conv is None:
         ck.first_conv = node
@@ -383,7 +390,8 @@ _DEEPSPEED_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu
 
 def is_deepspeed_config(node: ast.Dict) -> bool:
     """A dict literal with DeepSpeed config keys (``{"train_batch_size": …, "zero_optimization": …}``)."""
-    return any(isinstance(k, ast.Constant) and k.value in _DEEPSPEED_KEYS for k in node.keys)
+    # "optimizer" alone is a checkpoint dict's key too ({"epoch": …, "optimizer": opt.state_dict()})
+    return any(isinstance(k, ast.Constant) and k.value in _DEEPSPEED_KEYS and k.value != "optimizer" for k in node.keys)
 
 
 #: JSON files beside a DeepSpeed script that are read for its precision, at most (and bytes each)
@@ -391,13 +399,10 @@ MAX_DEEPSPEED_CONFIGS = 32
 MAX_DEEPSPEED_CONFIG_BYTES = 256 * 1024
 
 
-def deepspeed_json_precision(script: str) -> bool | None:
-    """Whether a DeepSpeed config beside ``script`` (``*.json`` in its directory or a ``configs``-like
-    subdirectory one level down) enables ``bf16`` or ``fp16``: ``deepspeed.initialize(args=args)``
-    takes the precision from ``--deepspeed_config ds_config.json``, so the script's own code has no
-    autocast and no cast, and trains in bf16/fp16 all the same. None when no DeepSpeed config (a JSON
-    object with ``train_batch_size``, ``train_micro_batch_size_per_gpu``, ``zero_optimization``,
-    ``optimizer``, ``fp16`` or ``bf16``) is there: the precision is then not known."""
+def _deepspeed_json_configs(script: str) -> Iterator[dict[str, Any]]:
+    """The DeepSpeed configs beside ``script`` (``*.json`` in its directory or a ``configs``-like
+    subdirectory one level down; a JSON object with ``train_batch_size``, ``train_micro_batch_size_per_gpu``,
+    ``zero_optimization``, ``optimizer``, ``fp16`` or ``bf16``), at most :data:`MAX_DEEPSPEED_CONFIGS`."""
     import json
     import os
 
@@ -411,8 +416,7 @@ def deepspeed_json_precision(script: str) -> bool | None:
             elif os.path.isdir(path) and ("config" in name.lower() or name.lower().startswith("ds")):
                 candidates.extend(os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith(".json"))
     except OSError:
-        return False
-    found = False
+        return
     for path in candidates[:MAX_DEEPSPEED_CONFIGS]:
         try:
             if os.path.getsize(path) > MAX_DEEPSPEED_CONFIG_BYTES:
@@ -421,13 +425,31 @@ def deepspeed_json_precision(script: str) -> bool | None:
                 config = json.load(handle)
         except (OSError, ValueError, RecursionError):
             continue
-        if not isinstance(config, dict) or not _DEEPSPEED_KEYS.intersection(config):
-            continue
+        if isinstance(config, dict) and _DEEPSPEED_KEYS.intersection(config):
+            yield config
+
+
+def deepspeed_json_precision(script: str) -> bool | None:
+    """Whether a DeepSpeed config beside ``script`` (:func:`_deepspeed_json_configs`) enables ``bf16`` or
+    ``fp16``: ``deepspeed.initialize(args=args)`` takes the precision from ``--deepspeed_config
+    ds_config.json``, so the script's own code has no autocast and no cast, and trains in bf16/fp16 all
+    the same. None when no DeepSpeed config is there: the precision is then not known."""
+    found = False
+    for config in _deepspeed_json_configs(script):
         found = True
         if any(isinstance(config.get(k), dict) and config[k].get("enabled", True) not in (False, "false")
                for k in ("bf16", "fp16", "bfloat16")):
             return True
     return False if found else None
+
+
+def deepspeed_json_declines(script: str) -> bool:
+    """Whether there are DeepSpeed configs beside ``script`` and every one turns fp16/bf16 off in so many
+    words (``"fp16": {"enabled": false}``): fp32 by the author's choice, not by default."""
+    configs = list(_deepspeed_json_configs(script))
+    return bool(configs) and all(
+        any(isinstance(c.get(k), dict) and c[k].get("enabled", True) in (False, "false")
+            for k in ("bf16", "fp16", "bfloat16")) for c in configs)
 
 
 #: Methods only a module has: ``m.eval()`` on what ``torch.load`` returned means a pickled nn.Module.

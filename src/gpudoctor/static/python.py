@@ -25,6 +25,7 @@ from gpudoctor.static.pycompile import compile_no_effect_sites
 from gpudoctor.static.pyextra import (
     check_call_extras,
     conv_bias_pairs,
+    deepspeed_json_declines,
     deepspeed_json_precision,
     file_context,
     is_deepspeed_config,
@@ -32,12 +33,21 @@ from gpudoctor.static.pyextra import (
     mark_whole_model_loads,
     marks_cuda_use,
 )
+from gpudoctor.static.pyprecision import (
+    declines_low_precision_config,
+    is_autograd_function_backward,
+    kwargs_dict_keys,
+    precision_item_assign,
+    variable_precision_section,
+)
 from gpudoctor.static.pysampler import sampler_epoch_sites
 from gpudoctor.static.sites import FileResult, Site, find_ignores
 
 #: Project-wide flags every Python file contributes to (OR-ed over files; see ``static/runner.py``).
 FLAGS = ("uses_cuda", "uses_ddp", "has_distributed_sampler", "pins_memory", "cudnn_benchmark", "uses_no_sync",
-         "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile", "reduces_tensors", "sets_precision")
+         "has_grad_scaler", "has_autocast", "dataloader_workers", "uses_compile", "reduces_tensors", "sets_precision",
+         # precision and scale (static/pyprecision.py, static/pyscale.py)
+         "scales_loss", "declines_low_precision", "toy_data", "small_layers", "real_data", "large_model")
 
 
 #: Fields that never hold nodes the walker cares about (expression contexts, operators).
@@ -98,6 +108,8 @@ class PythonChecker(ast.NodeVisitor):
         self.first_conv: ast.Call | None = None
         self.deepspeed_engine = False  # calls deepspeed.initialize: its config may set the precision
         self.deepspeed_config_seen = False  # a dict literal with DeepSpeed config keys
+        self.tree: ast.Module | None = None
+        self._dict_keys: dict[str, frozenset[str] | None] | None = None
         self.gpu_names: set[str] = set()     # names bound to tensors put on the GPU (x = t.cuda())
         self.mapped_names: set[str] = set()  # names bound to a dataset tokenized up front (raw.map(f))
         self.dataset_calls: dict[str, ast.Call] = {}  # name → the Dataset call bound to it
@@ -152,7 +164,15 @@ class PythonChecker(ast.NodeVisitor):
                 flags[name] = value or flags[name]
         self.result.module_flags = sorted(module_level)
 
+    def dict_keys(self) -> dict[str, frozenset[str] | None]:
+        """Names bound to dict literals in the module → the keys they can hold (computed on first use:
+        only ``Accelerator(**kwargs)`` asks)."""
+        if self._dict_keys is None:
+            self._dict_keys = kwargs_dict_keys(self.tree) if self.tree is not None else {}
+        return self._dict_keys
+
     def run(self, tree: ast.Module) -> None:
+        self.tree = tree
         self._walk_module(tree)
         for fn in self.finished_functions:
             if fn.compiled or (fn.class_name in self.compiled_classes and fn.node.name == "forward"):
@@ -163,6 +183,8 @@ class PythonChecker(ast.NodeVisitor):
             # the engine takes its precision from its config: one beside the script decides; with none
             # this file shows (built by code it cannot read, passed at launch), the precision is unknown
             self.flags["sets_precision"] = deepspeed_json_precision(self.result.path) is not False
+            if not self.flags["sets_precision"] and deepspeed_json_declines(self.result.path):
+                self.flags["declines_low_precision"] = True
         file_facts = file_context(tree, self.flags, self.result.sites)
         held = {cls for cls, getitem in self.getitems if pn.only_indexes(getitem, self.names)}
         self.result.in_memory_datasets = sorted(held)
@@ -350,6 +372,8 @@ class PythonChecker(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         value = node.value
+        if not self.flags["sets_precision"] and precision_item_assign(node):
+            self.flags["sets_precision"] = True
         for target in node.targets:
             if isinstance(target, ast.Attribute) and target.attr == "benchmark" and \
                     self.names.qualname(target) == "torch.backends.cudnn.benchmark" and pn.literal(value) is not False:
@@ -379,10 +403,14 @@ class PythonChecker(ast.NodeVisitor):
             self.dataset_calls[name] = value
 
     def visit_Dict(self, node: ast.Dict) -> None:
+        if is_deepspeed_config(node):
+            self.deepspeed_config_seen = True
+            if not self.flags["sets_precision"] and variable_precision_section(node):
+                self.flags["sets_precision"] = True
+            if declines_low_precision_config(node):
+                self.flags["declines_low_precision"] = True
         if not self.flags["sets_precision"] and low_precision_config(node):
             self.flags["sets_precision"] = True
-        if not self.deepspeed_config_seen and is_deepspeed_config(node):
-            self.deepspeed_config_seen = True
         self.generic_visit(node)
 
     # ---- calls --------------------------------------------------------------------------------
@@ -390,7 +418,8 @@ class PythonChecker(ast.NodeVisitor):
         func = node.func
         qual = self.names.qualname(func)
         attr = func.attr if isinstance(func, ast.Attribute) else None
-        if attr == "backward" or qual == "torch.autograd.backward" or pn.is_loss_scaler_call(node):
+        if (attr == "backward" or qual == "torch.autograd.backward" or pn.is_loss_scaler_call(node)) and not (
+                self.functions and is_autograd_function_backward(self.functions[-1].node, self.functions[-1].class_name)):
             self._on_backward(node)
         elif attr == "step" and self.frames:
             frame = self.frames[-1]

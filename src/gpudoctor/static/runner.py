@@ -108,6 +108,7 @@ def judge_by_program(results: list[FileResult], reach: dict[str, set[str]], prog
     ``autocast("cpu")`` in a test file hid six GD201 findings elsewhere. Its sites carry ``project_*``
     values that shadow the run's, whether the file is a test (``file_is_test``), and ``gpu_job``:
     a file that is no test, in a program that puts work on a GPU — what GPU-performance rules judge."""
+    from gpudoctor.static.pyscale import toy_scale
     from gpudoctor.static.python import FLAGS
 
     for result in results:
@@ -124,6 +125,7 @@ def judge_by_program(results: list[FileResult], reach: dict[str, set[str]], prog
             own["flag_scope"] = "in this module or the project modules it imports"
         own["file_is_test"] = test
         own["gpu_job"] = not test and "uses_cuda" in reached
+        own["project_toy_scale"] = toy_scale(reached)
         for site in result.sites:
             if site.scope.startswith("python."):
                 site.values.update(own)
