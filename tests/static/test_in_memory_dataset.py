@@ -90,3 +90,11 @@ def test_a_split_of_a_dataset_tokenized_up_front_is_held_in_memory(tmp_path: Pat
     assert _gd102_lines(tmp_path, mapped + "train_set = tokenized['train']\nloader = DataLoader(train_set, batch_size=8)") == []
     # a split of the raw (untokenized) dataset is not known to be cheap: still a warning
     assert _gd102_lines(tmp_path, mapped + "train_set = raw['train']\nloader = DataLoader(train_set, batch_size=8)") != []
+
+
+def test_gd105_over_a_dataset_held_in_memory_is_info(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(HELD + TRAIN.format(imports="", loader="loader = DataLoader(Held(64), batch_size=8, num_workers=2)"))
+    assert [f.severity for f in check_findings([script]) if f.code == "GD105"] == ["info"]
+    script.write_text(HELD + TRAIN.format(imports="", loader="loader = DataLoader(Decoded([], None), batch_size=8, num_workers=2)"))
+    assert [f.severity for f in check_findings([script]) if f.code == "GD105"] == ["warning"]
