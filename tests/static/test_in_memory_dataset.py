@@ -81,3 +81,20 @@ def test_a_dataset_that_decodes_or_is_not_known_still_warns(tmp_path: Path) -> N
     # reached through a parameter (pytorch/examples' DDP tutorial series): not followed, still a warning
     assert _gd102_lines(tmp_path, "def make(dataset):\n    return DataLoader(dataset, batch_size=8)\nloader = make(Held(64))",
                         helpers_inline=True) != []
+
+
+def test_a_split_of_a_dataset_tokenized_up_front_is_held_in_memory(tmp_path: Path) -> None:
+    # accelerate's / DeepSpeedExamples' no-trainer scripts: the split is bound to a name before the loader
+    mapped = ("from datasets import load_dataset\nraw = load_dataset('glue', 'mrpc')\n"
+              "tokenized = raw.map(lambda b: b, batched=True)\n")
+    assert _gd102_lines(tmp_path, mapped + "train_set = tokenized['train']\nloader = DataLoader(train_set, batch_size=8)") == []
+    # a split of the raw (untokenized) dataset is not known to be cheap: still a warning
+    assert _gd102_lines(tmp_path, mapped + "train_set = raw['train']\nloader = DataLoader(train_set, batch_size=8)") != []
+
+
+def test_gd105_over_a_dataset_held_in_memory_is_info(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(HELD + TRAIN.format(imports="", loader="loader = DataLoader(Held(64), batch_size=8, num_workers=2)"))
+    assert [f.severity for f in check_findings([script]) if f.code == "GD105"] == ["info"]
+    script.write_text(HELD + TRAIN.format(imports="", loader="loader = DataLoader(Decoded([], None), batch_size=8, num_workers=2)"))
+    assert [f.severity for f in check_findings([script]) if f.code == "GD105"] == ["warning"]

@@ -434,7 +434,7 @@ persistent_workers                       static:python.dataloader               
 sampler_given                            static:python.dataloader                      bool    static.pyextra   a sampler argument is passed
 dataset_in_memory                        static:python.dataloader                      bool    static.python    its dataset is a TensorDataset, a dataset tokenized up front, or a class (of the file, or imported by name from a project module) whose __getitem__ only indexes what it holds
 dataset_on_gpu                           static:python.dataloader                      bool    static.pyextra   its dataset is a TensorDataset of tensors already on the GPU (workers and pinning would fail)
-dataset_pretokenized                     static:python.dataloader                      bool    static.pyextra   its dataset is a Hugging Face dataset tokenized up front (bound to a .map(...) result)
+dataset_pretokenized                     static:python.dataloader                      bool    static.pyextra   its dataset is a Hugging Face dataset tokenized up front (bound to a .map(...) result, or to a split or alias of one)
 dataset_class                            static:python.dataloader                      text    static.pyextra   the class of the DataLoader's dataset where the code names it (empty: unknown)
 kind                                     static:python.loop_call,file.error            text    static.python    item / cpu / tolist / numpy / print / synchronize (file.error: what went wrong)
 call                                     static:python.*                               text    static.python    the call as written

@@ -390,6 +390,9 @@ class PythonChecker(ast.NodeVisitor):
                     self.var_class[target.id] = root.func.id
                 if self.names.qualname(value.func) == "torch.compile" and value.args:
                     self._mark_compiled(value.args[0])
+            if isinstance(target, ast.Name) and isinstance(value, (ast.Name, ast.Subscript)) and \
+                    _subscript_root(value) in self.mapped_names:  # train = tokenized["train"]
+                self.mapped_names.add(target.id)
 
     def _note_data_binding(self, name: str, value: ast.Call) -> None:
         """What a name bound to a call holds, for the DataLoader that may take it later in the file."""
@@ -575,3 +578,10 @@ def check_python(path: str, data: bytes) -> FileResult:
     except RecursionError:
         result.error("too-deep", "the file nests too deeply to be walked")
     return result
+
+
+def _subscript_root(node: ast.expr) -> str | None:
+    """``tokenized["train"]`` → ``tokenized``; ``data`` → ``data``."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None

@@ -8,7 +8,7 @@ def main(model, raw, features, labels, optimizer):
     on_gpu = TensorDataset(features.cuda(), labels.to("cuda"))
     gpu_loader = DataLoader(on_gpu, batch_size=64, shuffle=True)  # no GD102/GD105: the tensors are on the GPU
     tokenized = raw.map(lambda rows: rows, batched=True)
-    text_loader = DataLoader(tokenized["train"], batch_size=8)  # no GD102 (tokenized up front); GD105
+    text_loader = DataLoader(tokenized["train"], batch_size=8)  # no GD102 (tokenized up front); GD105 as info
     host_loader = DataLoader(raw, batch_size=8)  # GD102 and GD105
     pinned = torch.empty(1024, dtype=torch.int32, pin_memory=True)
     for step in range(10):
