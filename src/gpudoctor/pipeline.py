@@ -133,22 +133,29 @@ def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
 
 
 def trace_tables(facts: TraceSetFacts, per_step: bool = False) -> list[MetricTable]:
-    """The report's per-rank tables (and the per-step one on request)."""
+    """The report's per-rank tables (and the per-step one on request), their rows in rank order (a rank
+    the trace does not name last, in file order)."""
     from gpudoctor.report.model import MetricTable
 
-    metrics = facts.metrics
+    metrics = sorted(facts.metrics, key=lambda m: _rank_order(m.rank))
+    straggler = sorted(facts.straggler, key=lambda fs: _rank_order(fs.location.rank))
     tables = [MetricTable(title="GPU time per rank (HTA temporal breakdown)", columns=RANK_COLUMNS, key="ranks",
                           rows=[{c: ({"rank": m.rank} | m.values).get(c) for c in RANK_COLUMNS} for m in metrics]),
               MetricTable(title="Input, host syncs and GEMM precision per rank", columns=HOST_COLUMNS, key="host",
                           rows=[{c: ({"rank": m.rank} | m.values).get(c) for c in HOST_COLUMNS} for m in metrics])]
-    if facts.straggler:
+    if straggler:
         tables.append(MetricTable(title="Ranks compared", columns=STRAGGLER_COLUMNS, key="stragglers",
                                   rows=[{c: ({"rank": fs.location.rank} | dict(fs.values)).get(c)
-                                         for c in STRAGGLER_COLUMNS} for fs in facts.straggler]))
+                                         for c in STRAGGLER_COLUMNS} for fs in straggler]))
     if per_step:
         tables.append(MetricTable(title="Steps", columns=STEP_COLUMNS, key="steps",
                                   rows=[{"rank": m.rank} | row for m in metrics for row in m.step_rows]))
     return tables
+
+
+def _rank_order(rank: int | None) -> tuple[bool, int]:
+    """Sort key: named ranks by number, then those without one (Python's sort keeps their file order)."""
+    return (rank is None, rank if rank is not None else 0)
 
 
 def rank_data(rank: RankFacts) -> dict[str, Any]:

@@ -48,3 +48,26 @@ def test_a_table_too_wide_for_its_names_breaks_them_after_an_underscore_not_insi
     wide = io.StringIO()
     render(Report("analyze", [], tables=[MetricTable("Ranks compared", cols, rows)]), "text", wide)
     assert "step_time_p50_ms" in wide.getvalue() and "late_collective_pct" in wide.getvalue()
+
+
+def test_the_title_names_many_inputs_by_their_folder_and_a_few_short_ones_by_name() -> None:
+    from gpudoctor.report.render import inputs_in_words
+
+    assert inputs_in_words(["t/rank0.json"]) == "t/rank0.json"
+    assert inputs_in_words(["t/rank0.json", "t/rank1.json"]) == "t/rank0.json, t/rank1.json"
+    many = [f"../shared/traces/public/hta/run_{k}/rank{k}.pt.trace.json.gz" for k in range(15)]
+    assert inputs_in_words(many) == "15 files under ../shared/traces/public/hta/"
+    assert inputs_in_words(["/abs/a" * 10, "rel/b" * 10]).endswith("rel/b" * 10)   # no shared folder
+
+
+def test_notes_wrap_under_their_text_not_back_at_column_zero(monkeypatch) -> None:
+    """`analyze` at 80 columns wrapped long notes and not-evaluated lines to column 0."""
+    monkeypatch.setenv("COLUMNS", "80")
+    note = "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz: no GPU events (CPU-only trace): GPU metrics are not computed."
+    out = io.StringIO()
+    render(Report("analyze", ["a.json"], notes=[note]), "text", out)
+    lines = [ln for ln in out.getvalue().splitlines() if ln.strip()]
+    at = next(k for k, ln in enumerate(lines) if ln.startswith("note: "))
+    assert len(lines) > at + 1 and lines[at + 1].startswith(" " * len("note: ")), lines
+    assert all(len(ln) <= 80 for ln in lines[at:])
+    assert " ".join(ln.strip().removeprefix("note: ") for ln in lines[at:]) == note

@@ -35,3 +35,18 @@ def test_no_message_of_the_shared_traces_has_a_missing_value() -> None:
     report = analyze_paths([str(SHARED)])
     holes = [f"{f.code}: {f.message}" for f in report.findings if "?" in f.message.replace("?)", ")")]
     assert holes == []
+
+
+HTA = SHARED / "public" / "hta"
+
+
+@pytest.mark.skipif(not HTA.is_dir(), reason="../shared/traces is not here")
+def test_per_rank_tables_list_ranks_in_order_not_in_file_order() -> None:
+    """A folder of unrelated traces printed its tables' rows as 0, 34, 35, 1, 4, 36, … (file order)."""
+    from gpudoctor.pipeline import analyze_paths
+
+    report = analyze_paths([str(HTA)])
+    assert report.tables
+    for table in report.tables:
+        ranks = [row["rank"] for row in table.rows]
+        assert ranks == sorted(ranks), (table.title, ranks)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from gpudoctor import __version__
@@ -211,6 +212,21 @@ def tidy_notes(notes: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------- terminal text (rich)
 
+def inputs_in_words(inputs: Sequence[str]) -> str:
+    """The report's inputs for its title line: one path, or a few short ones, as they are; more by the
+    folder they share ("15 files under traces/hta/"), or the first three and a count when they share none."""
+    listed = ", ".join(inputs)
+    if len(inputs) == 1 or (len(inputs) <= 3 and len(listed) <= 70):
+        return listed
+    try:
+        common = os.path.commonpath(inputs)
+    except ValueError:  # absolute beside relative paths
+        common = ""
+    if common and common not in inputs:
+        return f"{len(inputs)} files under {common.rstrip(os.sep)}{os.sep}"
+    return ", ".join(inputs[:3]) + (f" (+{len(inputs) - 3} more)" if len(inputs) > 3 else "")
+
+
 def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
     from rich.console import Console
     from rich.text import Text
@@ -221,8 +237,7 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
                       force_terminal=bool(color) or None, highlight=False, soft_wrap=False)
     title = f"gpudoctor {report.command}"
     if report.inputs:
-        shown = ", ".join(report.inputs[:3]) + (f" (+{len(report.inputs) - 3} more)" if len(report.inputs) > 3 else "")
-        title += f" · {shown}"
+        title += f" · {inputs_in_words(report.inputs)}"
     console.print(Text(title, style="bold"))
     for b in _shown_bottlenecks(report):
         console.print(Text("Bottleneck: ", style="bold") + Text(b.line))
@@ -246,10 +261,23 @@ def _render_text(report: Report, out: TextIO, color: bool | None) -> None:
     if not_evaluated:
         console.print(Text("Not evaluated (evidence missing):", style="bold"))
         for line in not_evaluated:
-            console.print(Text(f"  {line}", style="dim"))
+            console.print(_hanging("  ", line, console.width, indent=4), style="dim")
         console.print()
     for note in tidy_notes(report.notes):
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(_hanging("note: ", note, console.width), style="dim")
+
+
+def _hanging(prefix: str, text: str, width: int, indent: int | None = None) -> Any:
+    """``prefix + text`` wrapped to ``width`` with its continuation lines indented (under the text, or by
+    ``indent``), not back at column 0; a long path stays whole."""
+    import textwrap
+
+    from rich.text import Text
+
+    lines = textwrap.wrap(text, width=max(20, width), initial_indent=prefix,
+                          subsequent_indent=" " * (len(prefix) if indent is None else indent),
+                          break_long_words=False, break_on_hyphens=False)
+    return Text("\n".join(lines), no_wrap=True, overflow="ignore")
 
 
 def _card(number: int, group: FindingGroup) -> Any:
