@@ -45,7 +45,8 @@ def add_watch_output_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: the current directory; the paths are shown and printed on exit)")
     parser.add_argument("--keep-traces", action="store_true",
                         help="keep the profile traces the agent writes (in /tmp/gpudoctor-<uid> or "
-                             "/run/user/<uid>/gpudoctor) once analysed; by default they are removed")
+                             "/run/user/<uid>/gpudoctor) once analysed, renamed kept-trace-…; by default they are removed, "
+                             "and a watch removes traces a day old that a killed watch left")
 
 
 def _split(values: list[str]) -> list[str]:

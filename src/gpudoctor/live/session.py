@@ -15,7 +15,6 @@ No textual/rich imports here.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -23,16 +22,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-from gpudoctor.agent.paths import candidate_dirs
 from gpudoctor.bottleneck import Bottleneck
 from gpudoctor.catalog import Catalog
 from gpudoctor.catalog.engine import evaluate
 from gpudoctor.catalog.finalize import finalize
 from gpudoctor.catalog.merge import judged_clear
 from gpudoctor.live import stacks as stacks_mod
+from gpudoctor.live import tracefiles
 from gpudoctor.live.agentlink import AgentLink
 from gpudoctor.live.bottleneck import INPUT_BOUND_PCT, live_bottleneck, reconciled_bottleneck
 from gpudoctor.live.facts import LOADER_CONTEXT, build_factsets, steps_in_window
@@ -138,6 +136,9 @@ class LiveSession:
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> LiveSession:
+        swept = tracefiles.sweep_stale(tracefiles.private_dirs((os.geteuid(), self._target_uid())))
+        if swept:
+            self._note("traces", f"removed {swept} profile traces left by earlier watches (a day old, their job gone).")
         try:
             self._nvml.open()
         except NvmlUnavailable as exc:
@@ -457,21 +458,10 @@ class LiveSession:
         return float(resolved.get("max_dataloader_pct", INPUT_BOUND_PCT))
 
     def _dispose_traces(self, paths: list[str], analysed: bool) -> str:
-        """Remove analysed profile traces from the agent's private directory (they piled up in
-        /tmp/gpudoctor-<uid>), unless ``keep_traces``; what the note should add. A trace that could not
-        be analysed, or one outside that directory, stays where it is."""
-        if self.keep_traces or not analysed:
-            return "; kept" if analysed else ""
-        private = {d.resolve() for d in candidate_dirs(os.geteuid())} | {
-            d.resolve() for d in candidate_dirs(self._target_uid())}
-        removed = 0
-        for path in paths:
-            file = Path(path)
-            if file.resolve().parent in private and file.name.startswith("trace-"):
-                with contextlib.suppress(OSError):
-                    file.unlink()
-                    removed += 1
-        return "; removed after the analysis (--keep-traces keeps it)" if removed else ""
+        """Remove analysed profile traces from the agent's private directory (live/tracefiles.py), or
+        rename them ``kept-…`` with ``keep_traces``; what the note should add."""
+        return tracefiles.dispose(paths, analysed, self.keep_traces,
+                                  tracefiles.private_dirs((os.geteuid(), self._target_uid())))
 
     def _target_uid(self) -> int:
         try:
