@@ -182,6 +182,8 @@ async def test_target_exit_is_shown_and_last_data_stays(tmp_path: Path) -> None:
         await pilot.pause(0.5)
         text = screen_text(app)
         assert "TARGET EXITED" in text
+        words = " ".join(text.split())
+        assert "agent: gone with the job" in words and "agent: connected" not in words   # not its last live state
         assert "GD101" in text and "util" in text  # the last readings and findings are still there
 
 

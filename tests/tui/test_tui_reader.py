@@ -146,3 +146,13 @@ def test_fix_view(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_ranks(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(_app(two_rank_session(pinned_catalog())), terminal_size=size)
+
+
+def test_the_demos_exit_summary_says_it_stops_its_job_and_points_at_the_users_own() -> None:
+    """After `q` the demo said "detached, the job keeps running … Next: gpudoctor attach <pid>" of the
+    example job it was about to stop, and "…when the step ends.." with two periods."""
+    snapshot = profiled_session("input_bound", pinned_catalog())._snapshots[-1]
+    text = exit_summary(snapshot, job_stops="the demo stops its example job now.")
+    assert "keeps running" not in text and f"attach {snapshot.target_pid}" not in text
+    assert "the demo stops its example job now." in text and "gpudoctor run --" in text
+    assert ".." not in text

@@ -104,7 +104,8 @@ def _diagnose(args: argparse.Namespace, child: subprocess.Popen[bytes], log_path
         from gpudoctor.tui.app import run_dashboard
 
         session.start()
-        return run_dashboard(session)  # detaches on quit; _stop_job then ends the demo's own job
+        # detaches on quit; _stop_job then ends the demo's own job
+        return run_dashboard(session, job_stops="the demo stops its example job now.")
     session.start()
     started = time.monotonic()
     try:

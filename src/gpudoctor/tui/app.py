@@ -291,16 +291,23 @@ class GpudoctorApp(App[int]):
             log.warning("detaching from pid failed: %s", exc)
 
 
-def run_dashboard(session: DashboardSession, **options: object) -> int:
-    """Open the dashboard on a live session; detach (never kill) on quit, Ctrl-C or a signal.
+def run_dashboard(session: DashboardSession, job_stops: str | None = None, **options: object) -> int:
+    """Open the dashboard on a live session; detach (never kill) on quit, Ctrl-C or a signal, then print
+    the exit summary wrapped to the terminal (``job_stops``: see :func:`exit_summary`).
     Returns an exit status (130 after Ctrl-C or a signal)."""
+    import shutil
+    import textwrap
+
     app = GpudoctorApp(session=session, **options)  # type: ignore[arg-type]
     try:
         with _leave_on_signals(app):
             result = app.run()
     finally:
         app.detach()  # also when the app stopped another way (a crash)
-    print(exit_summary(app.latest, app.last_export), file=sys.stderr)
+    summary = exit_summary(app.latest, app.last_export, job_stops)
+    width = shutil.get_terminal_size((100, 24)).columns
+    print(textwrap.fill(summary, width=max(40, width - 1), break_long_words=False, break_on_hyphens=False),
+          file=sys.stderr)
     if app.signalled is not None:
         return int(ExitCode.INTERRUPTED)
     return int(result if result is not None else ExitCode.OK)

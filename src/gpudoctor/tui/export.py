@@ -70,27 +70,34 @@ def export_report(report: Report, directory: Path, stem: str | None = None) -> E
     return ExportResult(md_path.resolve(), json_path.resolve())
 
 
-def exit_summary(snapshot: Snapshot | None, exported: tuple[Path, Path] | None = None) -> str:
+def exit_summary(snapshot: Snapshot | None, exported: tuple[Path, Path] | None = None,
+                 job_stops: str | None = None) -> str:
     """One paragraph for the terminal after the dashboard closes: what was watched, the finding to fix
-    first with its estimate and fix, where an export went, and the next command."""
+    first with its estimate and fix, where an export went, and the next command. ``job_stops``: what
+    happens to a job the caller owns and ends on quit (the demo's example), said instead of "the job keeps
+    running" and its ``attach`` hint."""
     if snapshot is None:
-        return "gpudoctor: detached before the first sample; the job keeps running."
+        return "gpudoctor: detached before the first sample; " + (job_stops or "the job keeps running.")
     pid = snapshot.target_pid
     watched = round(snapshot.timestamp - snapshot.started_at)
-    alive = snapshot.process.alive if snapshot.process is not None else True
+    running = snapshot.process.alive if snapshot.process is not None else True
+    alive = running and job_stops is None
     text = f"gpudoctor: watched pid {pid} for {watched} s; " + (
-        "detached, the job keeps running." if alive else "the job has exited.")
+        "the job has exited." if not running else job_stops or "detached, the job keeps running.")
     findings = sort_findings(list(snapshot.findings))
     if findings:
         top = findings[0]
         gain = f" (fix est. {top.impact.describe().removeprefix('est. ')})" if top.impact is not None else ""
         others = f"; {len(findings) - 1} more finding(s)" if len(findings) > 1 else ""
         text += (f" Fix first: {top.severity.value.upper()} {top.code} {top.name} — {top.title}{gain}. "
-                 f"{top.fix.summary}{others}.")
+                 f"{top.fix.summary.rstrip('.')}{others}.")
     else:
         text += " No finding while watched."
     if exported is not None:
         text += f" Exported: {exported[0]} and {exported[1]}."
     if alive:
         text += f" Next: `gpudoctor attach {pid} --once` for a report, or `gpudoctor explain CODE` for a rule."
+    elif job_stops is not None and running:
+        text += (" Next: `gpudoctor run -- python train.py` (or `gpudoctor attach PID`) on your own job, or "
+                 "`gpudoctor explain CODE` for a rule.")
     return text

@@ -53,8 +53,11 @@ class StatusHeader(Static):
             text.append(f"  rank {proc.rank}/{proc.world_size}")
         agent = snapshot.agent
         text.append("  agent: ")
-        text.append(agent.status, style=_AGENT_STYLE.get(agent.status, ""))
-        if agent.profile_status and agent.profile_state is not ProfileState.IDLE:
+        if alive:
+            text.append(agent.status, style=_AGENT_STYLE.get(agent.status, ""))
+        else:   # its last state ("connected", "profile: done") would read as live
+            text.append("gone with the job", style="dim")
+        if alive and agent.profile_status and agent.profile_state is not ProfileState.IDLE:
             text.append(f"  profile: {agent.profile_status}", style="magenta")
         text.append(f"  attached {duration(snapshot.timestamp - snapshot.started_at)}")
         self.set_class(not alive or agent_lost, "-gone")
