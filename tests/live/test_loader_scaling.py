@@ -173,3 +173,24 @@ def test_the_accelerate_windows_long_gap_is_the_input_wait_not_host_work() -> No
     findings = {f.code: f for f in analyze_paths([str(trace)]).findings}
     assert {"GD102", "GD302"} <= set(findings) and "GD304" not in findings
     assert findings["GD302"].impact is not None and findings["GD302"].impact.shares_cost_with is None
+
+
+def test_a_gpu_loop_that_loads_in_process_frees_its_loading_core_for_the_workers() -> None:
+    """H100, ResNet-18 decoding in the loop (tests/data/gpu_runs/h100-input-dec7): 159.4 ms of a 176.9 ms
+    step loaded in the loop, 16 CPUs, torch's 16 intra-op threads mostly asleep (the GPU computes). The
+    low end counted those 16 threads as busy and gave the workers one core: 1.00–10.11×, while GD102's
+    fix (14 workers, pinned, persistent) measured 7.91×."""
+    job = _job(worker_count=0, worker_busy_count=0, loader_workers=0, process_cpu_pct=105.0,
+               data_wait_pct=90.1, step_time_ms=176.9, window_steps=80, loop_compute_threads=16,
+               data_wait_main_ms_per_step=159.4, data_wait_steady_ms_per_step=0.0,
+               loader_main_steps=80, loader_main_step_ms=176.9, loader_main_wait_ms=159.4)
+    job.update(loader_values(job))
+    v = input_values(job)
+    assert v["input_workers_low"] == 14
+    low, high = 176.9 / (176.9 - v["input_saved_ms_low"]), 176.9 / (176.9 - v["input_saved_ms_high"])
+    assert 5.5 < low < 7.91 < high, (low, high)
+    # a CPU job whose loop computes on its threads keeps them: the workers still get what is left
+    cpu = {**job, "cpu_count_allowed": 2.0, "loop_compute_threads": 2, "process_cpu_pct": 190.0,
+           "loader_main_step_ms": 150.0, "loader_main_wait_ms": 50.0, "step_time_ms": 150.0}
+    cpu.update(loader_values(cpu))
+    assert input_values(cpu)["input_workers_low"] == 1

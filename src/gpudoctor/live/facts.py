@@ -209,6 +209,19 @@ LOOP_SLOWDOWN_LOW = 1.1
 HANDOVER_SHARE_LOW = 0.05
 
 
+def _loop_cores_after(job: dict[str, Any], loop_threads: int) -> int:
+    """The cores the training loop keeps busy once its loading moved to workers: at most its compute
+    threads, and where its CPU use was measured, the share of it that is not loading (a GPU job's loop
+    with 16 intra-op threads that mostly sleep used one core, and the low estimate gave the workers one
+    core of 16: 1.00x, while 14 workers measured 5.3x on an H100)."""
+    cpu, dt, wait = (job.get(k) for k in ("process_cpu_pct", "loader_main_step_ms", "loader_main_wait_ms"))
+    if (job.get("loader_workers") == 0 and isinstance(cpu, (int, float)) and isinstance(dt, (int, float))
+            and isinstance(wait, (int, float)) and dt > 0):
+        own_share = max(0.0, float(dt) - float(wait)) / float(dt)
+        return max(1, min(loop_threads, math.ceil(float(cpu) / 100.0 * own_share)))
+    return loop_threads
+
+
 def input_values(job: dict[str, Any]) -> dict[str, Any]:
     """What more DataLoader workers (GD102's fix) would save per step, from the agent's wait split.
 
@@ -246,13 +259,13 @@ def input_values(job: dict[str, Any]) -> dict[str, Any]:
         return out  # no CPU count: no estimate (GD102 says what it needs)
     cpus = job.get("cpu_count_allowed")
     loop_threads = job.get("loop_compute_threads")
-    free = (max(1, int(cpus) - int(loop_threads) - 1) if isinstance(cpus, (int, float))
+    per_worker, count, loop_cpu = (job.get(k) for k in ("worker_cpu_mean_pct", "worker_count", "process_cpu_pct"))
+    free = (max(1, int(cpus) - _loop_cores_after(job, int(loop_threads)) - 1) if isinstance(cpus, (int, float))
             and isinstance(loop_threads, int) else int(usable))
     # a loop that loads with under half a core may wait on storage — or be starved of CPU by other
     # processes (this project's shared 2-core machine): only idle workers, measured, widen the low end
     idle_workers = bool(job.get("worker_count")) and not job.get("worker_busy_count")
     low_workers = int(usable) if idle_workers else max(1, min(int(usable), free))
-    per_worker, count, loop_cpu = (job.get(k) for k in ("worker_cpu_mean_pct", "worker_count", "process_cpu_pct"))
     if (isinstance(workers, int) and workers > 0 and isinstance(cpus, (int, float)) and not job.get("loader_storage_bound")
             and isinstance(per_worker, (int, float)) and per_worker >= LOADER_CPU_BOUND_PCT
             and isinstance(count, int) and isinstance(loop_cpu, (int, float))):
