@@ -94,7 +94,12 @@ def main() -> int:
         verdict = "no estimate"
     else:
         low, high = lead["impact"]["est_speedup_low"], lead["impact"]["est_speedup_high"]
-        verdict = "brackets" if low <= measured <= high else ("under" if measured > high else "over")
+        if low <= measured <= high:
+            verdict = "brackets"
+        else:
+            edge = high if measured > high else low
+            verdict = (f"{'under' if measured > high else 'over'}, "
+                       f"{abs(measured / edge - 1) * 100:.1f}% from the range")
         print(f"\n| device | lead finding | estimate | measured (median of {args.rounds}, range) | estimate vs measured |")
         print("|---|---|---|---|---|")
         print(f"| {args.device} ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}) | {lead['code']} | "
