@@ -123,13 +123,34 @@ def judge_traces(facts: TraceSetFacts, catalog: Catalog | None = None,
     report = Report(command="analyze", inputs=[r.trace.path for r in facts.ranks], findings=result.findings,
                     not_evaluated=result.not_evaluated, tables=trace_tables(facts, per_step), notes=notes,
                     data={"ranks": [rank_data(r) for r in facts.ranks], "run": dict(facts.run.values)})
-    report.bottlenecks = [b for m in metrics if (b := rank_bottleneck(m.values, m.rank)) is not None]
+    verdicts = [(m, b) for m in metrics if (b := rank_bottleneck(m.values, m.rank)) is not None]
+    report.bottlenecks = [b for _, b in verdicts]
+    report.notes.extend(_idle_measures_note(verdicts, report.bottleneck))
     report.findings = finalize(result.findings, rules, options=options,
                                verdict_line=report.bottleneck.line if report.bottleneck is not None else None)
     if facts.corrupt:
         report.data["corrupt_files"] = list(facts.corrupt)
     report.elapsed_s = round(time.perf_counter() - started, 3)
     return report
+
+
+#: points between the verdict's idle share of the step and HTA's idle_pct of the GPU's busy span beyond
+#: which the report says why the two differ (a rank with one short kernel in a long step: 100% vs 0%)
+IDLE_MEASURES_APART_PCT = 30.0
+
+
+def _idle_measures_note(verdicts: list[tuple[Any, Any]], shown: Any) -> list[str]:
+    """One note when the verdict's idle share and the table's idle_pct of the same rank disagree."""
+    for metrics, verdict in verdicts:
+        if verdict is not shown:
+            continue
+        idle_pct = metrics.values.get("idle_pct")
+        step_idle = sum(pct for name, _, pct in verdict.parts if name.startswith("idle:"))
+        if isinstance(idle_pct, (int, float)) and abs(step_idle - idle_pct) > IDLE_MEASURES_APART_PCT:
+            return [f"rank {metrics.rank}: the GPU idles {step_idle:.0f}% of the step (the Bottleneck line) but "
+                    f"{idle_pct:.0f}% of its busy span (the table's idle_pct, HTA's measure: from its first "
+                    "kernel to its last)."]
+    return []
 
 
 def trace_tables(facts: TraceSetFacts, per_step: bool = False) -> list[MetricTable]:

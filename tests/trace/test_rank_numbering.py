@@ -50,3 +50,17 @@ def test_per_rank_tables_list_ranks_in_order_not_in_file_order() -> None:
     for table in report.tables:
         ranks = [row["rank"] for row in table.rows]
         assert ranks == sorted(ranks), (table.title, ranks)
+
+
+@pytest.mark.skipif(not HTA.is_dir(), reason="../shared/traces is not here")
+def test_the_report_says_why_the_verdicts_idle_share_and_the_tables_idle_pct_differ() -> None:
+    """The verdict read "the GPU idles 100% of a 13336.3 ms step" on rank 14 while its table row said
+    idle_pct 0 (HTA's idle is of the GPU's busy span; triton_example has one 94 µs kernel)."""
+    from gpudoctor.pipeline import analyze_paths
+
+    report = analyze_paths([str(HTA)])
+    assert report.bottleneck is not None and "rank 14" in report.bottleneck.line
+    said = [n for n in report.notes if "busy span" in n]
+    assert said and said[0].startswith("rank 14: the GPU idles 100% of the step"), report.notes
+    single = analyze_paths([str(SHARED / "h200" / "resnet_bf16.json.gz")])
+    assert not [n for n in single.notes if "busy span" in n]   # the two measures agree there: no note
