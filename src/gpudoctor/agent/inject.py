@@ -178,10 +178,6 @@ def _thread_states(pid: int) -> dict[int, tuple[str, int, str, int]]:
 SETTLED_THREAD_AGE_S = 2.0
 #: How often one injection tries another thread when the one it chose exits during the attach.
 MAX_ATTACH_TRIES = 12
-#: how long :func:`choose_thread` keeps looking for a thread asleep outside a futex wait before it takes
-#: a futex sleeper (a job whose DataLoader forks workers every epoch froze in about 1 of 6 attaches here
-#: with the futex sleeper taken at once)
-HOLD_OUT_FOR_NON_FUTEX_S = 1.0
 
 
 def _uptime_ticks() -> float | None:
@@ -204,11 +200,8 @@ def choose_thread(pid: int, timeout_s: float, window_s: float = 0.05) -> int | N
     then is gone before the attach (``PTRACE_ATTACH: No such process`` in 3 of 3 tries on a loop of
     8-step epochs). None when every thread stays busy until ``timeout_s``.
     """
-    started = time.monotonic()
-    deadline = started + timeout_s
-    hold_out = min(HOLD_OUT_FOR_NON_FUTEX_S, timeout_s / 4)
+    deadline = time.monotonic() + timeout_s
     ticks_per_s = float(os.sysconf("SC_CLK_TCK"))
-    fallback: int | None = None
     while True:
         before = _thread_states(pid)
         time.sleep(window_s)
@@ -217,15 +210,11 @@ def choose_thread(pid: int, timeout_s: float, window_s: float = 0.05) -> int | N
         idle = [tid for tid, (state, cpu, _, _) in after.items()
                 if state == "S" and before.get(tid, ("", -1, "", 0))[:2] == (state, cpu)]
         ranked = sorted(idle, key=lambda tid: _thread_rank(pid, tid, after, now_ticks, ticks_per_s))
-        if ranked and _wait_kind(pid, ranked[0]) == 0:
-            return ranked[0]
         if ranked:
-            fallback = ranked[0]   # only futex sleepers now: look a little longer for a safer one
-        if ranked and time.monotonic() - started >= hold_out:
-            return fallback if fallback in after else ranked[0]
+            return ranked[0]
         if time.monotonic() >= deadline or not after:
-            return fallback if fallback is not None and fallback in after else None
-        time.sleep(0.01 if ranked else 0.05)
+            return None
+        time.sleep(0.05)
 
 
 #: The futex system call's number, by machine: a thread asleep in it waits on a lock or condition.
