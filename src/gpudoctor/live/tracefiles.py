@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+import psutil
+
 from gpudoctor.agent.paths import candidate_dirs
 
 STALE_AFTER_S = 24 * 3600
@@ -67,7 +69,7 @@ def sweep_stale(dirs: Iterable[Path], now: float | None = None, stale_after_s: f
             continue
         for entry in entries:
             match = _AGENT_TRACE.match(entry.name)
-            if match is None or _alive(int(match.group(1))):
+            if match is None or psutil.pid_exists(int(match.group(1))):
                 continue
             with contextlib.suppress(OSError):
                 st = entry.stat(follow_symlinks=False)
@@ -76,12 +78,3 @@ def sweep_stale(dirs: Iterable[Path], now: float | None = None, stale_after_s: f
                     removed += 1
     return removed
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:   # another user's live process
-        return True
-    return True
